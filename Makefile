@@ -1,0 +1,42 @@
+# The two commands a user needs: `make train` and `make test`. Both create .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PRESET ?= tic_tac_toe
+export JAX_PLATFORMS ?= cpu
+export TURBOZERO_CACHE ?= $(HOME)/.cache/turbozero
+
+.PHONY: train test check bench lint typecheck unit setup clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev,envs]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+train: $(STAMP)
+	$(BIN)/turbozero train $(PRESET)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy src
+
+unit: $(STAMP)
+	$(BIN)/pytest -q -m "not slow" -n 2 --dist loadfile
+
+test: lint typecheck unit
+
+check: $(STAMP)
+	$(BIN)/pytest -q -m slow
+
+bench: $(STAMP)
+	for f in bench/*.py; do case $$f in */common.py) ;; *) $(BIN)/python $$f || exit 1;; esac; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,224 @@
+"""Typed configuration base, `--set a.b=value` overrides, and the preset registry.
+
+Configs are plain frozen dataclasses (not pytrees: they are static configuration, hashed into the
+compiled program). Every config class validates its own ranges in `validate()`, called from
+`__post_init__`, and raises `ValueError` naming the key and the allowed range or choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+C = TypeVar("C", bound="Config")
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that is not allowed."""
+
+
+def suggest(name: str, choices: Iterable[str]) -> str:
+    """A ' did you mean ...?' hint for a misspelt name (or an empty string)."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def check_range(
+    name: str,
+    value: float,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+) -> None:
+    """Raise `ConfigError` unless `value` lies in the given range."""
+    ok = True
+    if low is not None:
+        ok &= value >= low if low_inclusive else value > low
+    if high is not None:
+        ok &= value <= high if high_inclusive else value < high
+    if not ok:
+        lo = "-inf" if low is None else low
+        hi = "inf" if high is None else high
+        lb = "[" if low_inclusive else "("
+        hb = "]" if high_inclusive else ")"
+        raise ConfigError(f"{name} must be in {lb}{lo}, {hi}{hb}, got {value!r}")
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    """Raise `ConfigError` unless `value` is one of `choices`."""
+    if value not in choices:
+        hint = suggest(str(value), [str(c) for c in choices])
+        raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}.{hint}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Base of every typed config: validation, dict round trip and overrides."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check ranges; subclasses extend it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Config):
+                v = v.to_dict()
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls: type[C], data: Mapping[str, Any], *, _prefix: str = "") -> C:
+        """Build from a (nested) dict, refusing unknown keys with suggestions."""
+        hints = typing.get_type_hints(cls)
+        names = [f.name for f in dataclasses.fields(cls)]
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in names:
+                raise ConfigError(
+                    f"unknown config key {_prefix + key!r}; valid keys: {names}."
+                    + suggest(key, names)
+                )
+            kwargs[key] = _coerce(hints[key], value, _prefix + key)
+        try:
+            return cls(**kwargs)
+        except TypeError as e:  # a missing required field
+            raise ConfigError(f"{cls.__name__}: {e}") from None
+
+    def with_overrides(self: C, overrides: Iterable[str]) -> C:
+        """Apply `a.b=value` strings (as given to `--set`), parsing values by the field types."""
+        data = self.to_dict()
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"override {item!r} must look like key=value (e.g. seed=3)")
+            path, raw = item.split("=", 1)
+            parts = path.strip().split(".")
+            node: Any = data
+            cls: Any = type(self)
+            for depth, part in enumerate(parts):
+                names = [f.name for f in dataclasses.fields(cls)]
+                if part not in names:
+                    where = ".".join(parts[:depth]) or "the config"
+                    raise ConfigError(
+                        f"unknown config key {path!r}: {part!r} is not in {where}; valid keys: "
+                        f"{names}." + suggest(part, names)
+                    )
+                hint = typing.get_type_hints(cls)[part]
+                if depth == len(parts) - 1:
+                    node[part] = _parse_value(hint, raw.strip(), path)
+                else:
+                    node = node[part]
+                    cls = _config_class(hint)
+                    if cls is None:
+                        raise ConfigError(f"config key {'.'.join(parts[: depth + 1])!r} has no sub-keys")
+        return type(self).from_dict(data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+def _config_class(hint: Any) -> type[Config] | None:
+    if isinstance(hint, type) and issubclass(hint, Config):
+        return hint
+    for arg in typing.get_args(hint):
+        if isinstance(arg, type) and issubclass(arg, Config):
+            return arg
+    return None
+
+
+def _coerce(hint: Any, value: Any, name: str) -> Any:
+    sub = _config_class(hint)
+    if sub is not None and isinstance(value, Mapping):
+        return sub.from_dict(value, _prefix=name + ".")
+    origin = typing.get_origin(hint)
+    if origin is tuple and isinstance(value, list | tuple):
+        return tuple(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _parse_value(hint: Any, raw: str, name: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if raw.lower() in ("none", "null") and type(None) in args:
+            return None
+        last: Exception | None = None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _parse_value(arg, raw, name)
+            except ConfigError as e:
+                last = e
+        raise last or ConfigError(f"cannot parse {raw!r} for {name}")
+    try:
+        if hint is bool:
+            low = raw.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            return float(raw)
+        if hint is str:
+            return raw
+        if origin is tuple:
+            vals = json.loads(raw) if raw.startswith("[") else [v for v in raw.split(",") if v]
+            inner = args[0] if args else str
+            return tuple(_parse_value(inner, str(v), name) for v in vals)
+    except ValueError:
+        raise ConfigError(f"{name} expects {getattr(hint, '__name__', hint)}, got {raw!r}") from None
+    return json.loads(raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A named, described configuration."""
+
+    name: str
+    description: str
+    algorithm: str
+    make: Callable[[], Config]
+
+
+PRESETS: dict[str, Preset] = {}
+
+
+def register_preset(
+    name: str, description: str, *, algorithm: str
+) -> Callable[[Callable[[], Config]], Callable[[], Config]]:
+    """Decorator registering a zero-argument config factory under `name`."""
+
+    def deco(fn: Callable[[], Config]) -> Callable[[], Config]:
+        if name in PRESETS:
+            raise ValueError(f"preset {name!r} is registered twice")
+        PRESETS[name] = Preset(name, description, algorithm, fn)
+        return fn
+
+    return deco
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called `name`; a misspelling gets a suggestion."""
+    if name not in PRESETS:
+        raise ConfigError(
+            f"unknown preset {name!r}; available: {sorted(PRESETS)}." + suggest(name, PRESETS)
+        )
+    return PRESETS[name]

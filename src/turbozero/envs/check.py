@@ -1,0 +1,105 @@
+"""Conformance check: run any `Env` through the contract's rules and name every violation."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from turbozero.envs.core import Env
+
+# Stable names of the rules `check` verifies.
+RULES = {
+    "init_not_jittable": "init(key) must trace and run under jit and vmap",
+    "step_not_jittable": "step(state, action, key) must trace and run under jit and vmap",
+    "metadata_shapes": "rewards [P] float, action_mask [A] bool, scalar terminated/truncated/player",
+    "observation_shape": "observe(state) must have env.observation_shape",
+    "unstable_state": "state shapes and dtypes must not change across steps",
+    "reward_after_termination": "rewards must be zero on steps taken after termination",
+    "no_legal_action": "a game that is not over must have at least one legal action",
+    "player_out_of_range": "cur_player_id must be in [0, num_players)",
+    "metadata_mismatch": "env.metadata(state) must equal what init/step returned",
+}
+
+
+class EnvCheckError(ValueError):
+    """Raised by `check` with every violated rule in `violations`."""
+
+    def __init__(self, name: str, violations: dict[str, str]):
+        self.violations = violations
+        lines = "\n".join(f"  - {k}: {RULES[k]} ({v})" for k, v in violations.items())
+        super().__init__(f"environment {name!r} violates the contract:\n{lines}")
+
+
+def _sig(tree):
+    return jax.tree_util.tree_map(lambda x: (tuple(x.shape), str(x.dtype)), tree)
+
+
+def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) -> None:
+    """Run `batch_size` random games for `num_steps` steps and check the contract.
+
+    Raises:
+        EnvCheckError: listing each violated rule by its stable name (see `RULES`).
+    """
+    v: dict[str, str] = {}
+    key = jax.random.PRNGKey(seed)
+    try:
+        init = jax.jit(jax.vmap(env.init))
+        state, md = init(jax.random.split(key, batch_size))
+    except Exception as e:  # noqa: BLE001 - reported as a violation
+        raise EnvCheckError(env.name, {"init_not_jittable": f"{type(e).__name__}: {e}"}) from e
+    try:
+        step = jax.jit(jax.vmap(env.step))
+        jax.eval_shape(step, state, jnp.zeros(batch_size, jnp.int32), jax.random.split(key, batch_size))
+    except Exception as e:  # noqa: BLE001
+        raise EnvCheckError(env.name, {"step_not_jittable": f"{type(e).__name__}: {e}"}) from e
+    observe = jax.jit(jax.vmap(env.observe))
+    meta = jax.jit(jax.vmap(env.metadata))
+    sig0 = _sig(state)
+    P, A = env.num_players, env.num_actions
+    done_before = np.zeros(batch_size, bool)
+    for t in range(num_steps + 1):
+        shapes = {
+            "rewards": (md.rewards.shape, (batch_size, P)),
+            "action_mask": (md.action_mask.shape, (batch_size, A)),
+            "terminated": (md.terminated.shape, (batch_size,)),
+            "truncated": (md.truncated.shape, (batch_size,)),
+            "cur_player_id": (md.cur_player_id.shape, (batch_size,)),
+        }
+        bad = [f"{k} {got} != {want}" for k, (got, want) in shapes.items() if got != want]
+        if md.action_mask.dtype != jnp.bool_:
+            bad.append(f"action_mask dtype {md.action_mask.dtype}")
+        if bad:
+            v.setdefault("metadata_shapes", "; ".join(bad))
+            break
+        obs = observe(state)
+        if tuple(obs.shape[1:]) != tuple(env.observation_shape):
+            v.setdefault("observation_shape", f"{tuple(obs.shape[1:])} != {env.observation_shape}")
+        if _sig(state) != sig0:
+            v.setdefault("unstable_state", f"after step {t}")
+        rewards = np.asarray(md.rewards)
+        if np.any(done_before & np.any(rewards != 0, axis=-1)):
+            v.setdefault("reward_after_termination", f"at step {t}")
+        over = np.asarray(md.terminated | md.truncated)
+        mask = np.asarray(md.action_mask)
+        if np.any(~over & ~mask.any(-1)):
+            v.setdefault("no_legal_action", f"at step {t}")
+        player = np.asarray(md.cur_player_id)
+        if np.any(~over & ((player < 0) | (player >= P))):
+            v.setdefault("player_out_of_range", f"cur_player_id={player.tolist()} at step {t}")
+        md2 = meta(state)
+        same = jax.tree_util.tree_all(
+            jax.tree_util.tree_map(lambda a, b: bool(jnp.array_equal(a, b)), md, md2)
+        )
+        if not same:
+            v.setdefault("metadata_mismatch", f"at step {t}")
+        if t == num_steps:
+            break
+        done_before |= np.asarray(md.terminated)
+        key, k_act, k_step = jax.random.split(key, 3)
+        logits = jnp.where(md.action_mask, 0.0, -jnp.inf)
+        logits = jnp.where(md.action_mask.any(-1, keepdims=True), logits, 0.0)
+        action = jax.random.categorical(k_act, logits).astype(jnp.int32)
+        state, md = step(state, action, jax.random.split(k_step, batch_size))
+    if v:
+        raise EnvCheckError(env.name, v)

@@ -1,0 +1,66 @@
+"""The environment contract: one adapter type every part of turbozero consumes.
+
+An `Env` holds pure, single-game functions (callers `vmap` them over a batch of games):
+
+    init(key) -> (state, StepMetadata)
+    step(state, action, key) -> (state, StepMetadata)
+    observe(state) -> observation [*observation_shape]
+    metadata(state) -> StepMetadata      # what the last init/step reported, from the state alone
+
+`key` is consumed by `init` and `step` (deterministic games ignore it). See docs/conventions.md for
+players, rewards, signs, terminal states, truncation and illegal actions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Env:
+    """An environment adapter (hashable by identity, so it can be closed over by `jit`).
+
+    Attributes:
+        name: identifier, e.g. ``"connect_four"`` or ``"gymnax:CartPole-v1"``.
+        num_players: 1 or 2.
+        num_actions: size of the discrete action space ``A``.
+        observation_shape: shape of `observe(state)`.
+        init, step, observe, metadata: the contract's functions (see the module docstring).
+        deterministic: True when `step` ignores its key; subtree reuse in search needs it.
+        render_svg: optional host-side function drawing one (unbatched) state as SVG text.
+        raw: the wrapped library object, if any (e.g. the `pgx.Env`).
+    """
+
+    name: str
+    num_players: int
+    num_actions: int
+    observation_shape: tuple[int, ...]
+    init: Callable[[PRNGKey], tuple[PyTree, StepMetadata]]
+    step: Callable[[PyTree, Array, PRNGKey], tuple[PyTree, StepMetadata]]
+    observe: Callable[[PyTree], Array]
+    metadata: Callable[[PyTree], StepMetadata]
+    deterministic: bool = True
+    render_svg: Callable[[PyTree], str] | None = None
+    raw: Any = None
+
+    def __post_init__(self) -> None:
+        if self.num_players not in (1, 2):
+            raise ValueError(
+                f"num_players must be 1 or 2 (games with 3+ players are not supported yet), "
+                f"got {self.num_players} for {self.name!r}"
+            )
+        if self.num_actions < 1:
+            raise ValueError(f"num_actions must be >= 1, got {self.num_actions} for {self.name!r}")
+        for fn_name in ("init", "step", "observe", "metadata"):
+            if not callable(getattr(self, fn_name)):
+                raise TypeError(f"Env.{fn_name} must be callable for {self.name!r}")
+
+    def __repr__(self) -> str:
+        return (
+            f"Env({self.name!r}, players={self.num_players}, actions={self.num_actions}, "
+            f"observation={self.observation_shape})"
+        )

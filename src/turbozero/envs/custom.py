@@ -1,0 +1,126 @@
+"""Build an adapter from users' own JAX game functions (the tutorial's `env_step_fn` style)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from turbozero import struct
+from turbozero.envs.core import Env
+from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
+
+
+@struct.dataclass
+class GameState:
+    """A user game's state kept together with the metadata its last step reported."""
+
+    inner: PyTree
+    metadata: StepMetadata
+
+
+def _normalise(md: StepMetadata, num_players: int) -> StepMetadata:
+    rewards = jnp.asarray(md.rewards, jnp.float32)
+    if rewards.ndim == 0:
+        rewards = jnp.broadcast_to(rewards, (num_players,))
+    return StepMetadata(
+        rewards=rewards,
+        action_mask=jnp.asarray(md.action_mask, jnp.bool_),
+        terminated=jnp.asarray(md.terminated, jnp.bool_),
+        cur_player_id=jnp.asarray(md.cur_player_id, jnp.int32),
+        step=jnp.asarray(md.step, jnp.int32),
+        truncated=jnp.asarray(md.truncated, jnp.bool_),
+    )
+
+
+def _takes_key(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def from_functions(
+    *,
+    init_fn: Callable[[PRNGKey], tuple[PyTree, StepMetadata]],
+    step_fn: Callable[..., tuple[PyTree, StepMetadata]],
+    observe_fn: Callable[[PyTree], Array],
+    name: str = "custom",
+    num_players: int | None = None,
+    num_actions: int | None = None,
+    deterministic: bool | None = None,
+    render_svg: Callable[[PyTree], str] | None = None,
+) -> Env:
+    """Adapt user-written game functions to the contract.
+
+    Args:
+        init_fn: `init_fn(key) -> (state, StepMetadata)`.
+        step_fn: `step_fn(state, action, key) -> (state, StepMetadata)`, or the tutorial's
+            two-argument `step_fn(state, action)` (then the game is deterministic).
+        observe_fn: `observe_fn(state) -> Array`, the network input for the player to move.
+        name: identifier shown in logs.
+        num_players: 1 or 2; read off the reward vector of `init_fn` when None.
+        num_actions: read off the action mask of `init_fn` when None.
+        deterministic: whether `step_fn` ignores randomness; defaults to True for two-argument
+            step functions and False otherwise.
+        render_svg: optional host-side drawing of one state.
+
+    Returns:
+        An `Env` whose states are `GameState(inner=<your state>, metadata=...)`.
+    """
+    with_key = _takes_key(step_fn)
+    if deterministic is None:
+        deterministic = not with_key
+    try:
+        shape = jax.eval_shape(init_fn, jax.random.PRNGKey(0))
+    except Exception as e:  # noqa: BLE001 - re-raised with context
+        raise TypeError(f"init_fn of {name!r} could not be traced: {e}") from e
+    if not (isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[1], StepMetadata)):
+        raise TypeError(f"init_fn of {name!r} must return (state, StepMetadata)")
+    md_shape = shape[1]
+    if num_actions is None:
+        if len(md_shape.action_mask.shape) != 1:
+            raise ValueError(f"action_mask of {name!r} must have shape [A], got {md_shape.action_mask.shape}")
+        num_actions = int(md_shape.action_mask.shape[0])
+    if num_players is None:
+        rshape = md_shape.rewards.shape
+        num_players = int(rshape[0]) if len(rshape) == 1 else 1
+    obs_shape = jax.eval_shape(observe_fn, shape[0]).shape
+    players = num_players
+
+    def init(key):
+        s, md = init_fn(key)
+        return GameState(s, _normalise(md, players)), _normalise(md, players)
+
+    def step(state, action, key):
+        if with_key:
+            s, md = step_fn(state.inner, action, key)
+        else:
+            s, md = step_fn(state.inner, action)
+        md = _normalise(md, players)
+        return GameState(s, md), md
+
+    def observe(state):
+        return observe_fn(state.inner)
+
+    def metadata(state):
+        return state.metadata
+
+    svg = None if render_svg is None else (lambda state: render_svg(state.inner))
+    return Env(
+        name=name,
+        num_players=num_players,
+        num_actions=num_actions,
+        observation_shape=tuple(int(d) for d in obs_shape),
+        init=init,
+        step=step,
+        observe=observe,
+        metadata=metadata,
+        deterministic=bool(deterministic),
+        render_svg=svg,
+    )

@@ -1,0 +1,135 @@
+"""The run directory layout, shared by every algorithm.
+
+    RUN/
+      config.json       the full typed config (with `algorithm` and `preset`)
+      checkpoints/      orbax checkpoints
+      metrics.jsonl     one JSON object per line: epoch, env_steps, wall_seconds, metrics...
+      summary.json      preset, env, epochs, env_steps, wall_seconds, final_metrics, eval
+      plots/            PNGs
+      games/            records of evaluation games (SVG)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+
+def enable_compilation_cache(path: str | os.PathLike[str] | None = None) -> Path:
+    """Turn on JAX's persistent compilation cache outside the work tree.
+
+    Defaults to `$TURBOZERO_CACHE/jax` or `~/.cache/turbozero/jax`, so fresh clones on the same
+    machine reuse compiled programs.
+    """
+    import jax
+
+    base = Path(path or os.environ.get("TURBOZERO_CACHE") or Path.home() / ".cache" / "turbozero")
+    cache = base / "jax" if path is None else base
+    cache.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(cache))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return cache
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "item") and getattr(x, "size", 2) == 1:
+        x = x.item()
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+class RunDir:
+    """Paths and small writers of one run directory."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def plots(self) -> Path:
+        return self.path / "plots"
+
+    @property
+    def games(self) -> Path:
+        return self.path / "games"
+
+    def is_run(self) -> bool:
+        return self.config_path.is_file()
+
+    def create(self, *, resume: bool = False) -> RunDir:
+        """Create the layout. An existing run without `resume` is an error, never overwritten."""
+        if self.path.exists() and any(self.path.iterdir()) and not resume:
+            raise FileExistsError(
+                f"run directory {str(self.path)!r} already exists; pass resume=True (--resume) to "
+                f"continue it, or choose another directory (--out)"
+            )
+        if resume and not self.is_run():
+            raise FileNotFoundError(f"{str(self.path)!r} is not a run directory (no config.json)")
+        for p in (self.path, self.checkpoints, self.plots, self.games):
+            p.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def write_json(self, name: str, data: Any) -> None:
+        """Write `name` atomically (write, then rename)."""
+        target = self.path / name
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True))
+        os.replace(tmp, target)
+
+    def read_json(self, name: str) -> Any:
+        return json.loads((self.path / name).read_text())
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one JSON object (must hold epoch, env_steps, wall_seconds) to metrics.jsonl."""
+        for k in ("epoch", "env_steps", "wall_seconds"):
+            if k not in row:
+                raise KeyError(f"metrics row needs {k!r}")
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps(_jsonable(row)) + "\n")
+            f.flush()
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        if not self.metrics_path.exists():
+            return []
+        rows = []
+        for line in self.metrics_path.read_text().splitlines():
+            line = line.strip()
+            if line:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut by a crash
+                    continue
+        return rows
+
+    def truncate_metrics(self, last_epoch: int) -> None:
+        """Drop rows after `last_epoch` (used on resume so the log matches the checkpoint)."""
+        rows = [r for r in self.read_metrics() if r.get("epoch", -1) <= last_epoch]
+        tmp = self.metrics_path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.replace(tmp, self.metrics_path)

@@ -1,0 +1,36 @@
+"""Fixtures shared across the suite. Compiled programs are cached on disk between runs."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from turbozero.io import enable_compilation_cache  # noqa: E402
+
+enable_compilation_cache()
+settings.register_profile("turbozero", max_examples=15, deadline=None, derandomize=True)
+settings.load_profile("turbozero")
+
+
+@pytest.fixture(scope="session")
+def tic_tac_toe():
+    from turbozero import envs
+
+    return envs.make("tic_tac_toe")
+
+
+@pytest.fixture(scope="session")
+def connect_four():
+    from turbozero import envs
+
+    return envs.make("connect_four")
+
+
+@pytest.fixture
+def key():
+    return jax.random.PRNGKey(0)

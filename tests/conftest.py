@@ -6,11 +6,11 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import pytest  # noqa: E402
-from hypothesis import settings  # noqa: E402
+import jax
+import pytest
+from hypothesis import settings
 
-from turbozero.io import enable_compilation_cache  # noqa: E402
+from turbozero.io import enable_compilation_cache
 
 enable_compilation_cache()
 settings.register_profile("turbozero", max_examples=15, deadline=None, derandomize=True)

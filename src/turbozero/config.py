@@ -122,7 +122,9 @@ class Config:
                     node = node[part]
                     cls = _config_class(hint)
                     if cls is None:
-                        raise ConfigError(f"config key {'.'.join(parts[: depth + 1])!r} has no sub-keys")
+                        raise ConfigError(
+                            f"config key {'.'.join(parts[: depth + 1])!r} has no sub-keys"
+                        )
         return type(self).from_dict(data)
 
     def to_json(self) -> str:
@@ -184,7 +186,9 @@ def _parse_value(hint: Any, raw: str, name: str) -> Any:
             inner = args[0] if args else str
             return tuple(_parse_value(inner, str(v), name) for v in vals)
     except ValueError:
-        raise ConfigError(f"{name} expects {getattr(hint, '__name__', hint)}, got {raw!r}") from None
+        raise ConfigError(
+            f"{name} expects {getattr(hint, '__name__', hint)}, got {raw!r}"
+        ) from None
     return json.loads(raw)
 
 

@@ -25,6 +25,13 @@ def field(*, static: bool = False, **kwargs: Any) -> Any:
     return dataclasses.field(metadata=metadata, **kwargs)
 
 
+class Struct:
+    """Base of pytree dataclasses: gives type checkers `.replace` (the decorator implements it)."""
+
+    def replace(self: T, **changes: Any) -> T:  # pragma: no cover - replaced by the decorator
+        raise NotImplementedError
+
+
 @dataclass_transform(field_specifiers=(field, dataclasses.field), frozen_default=True)
 def dataclass(cls: type[T]) -> type[T]:
     """Frozen dataclass registered as a pytree, with `.replace`."""

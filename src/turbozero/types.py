@@ -21,7 +21,7 @@ Params = Any  # the network's variables (flax `{"params": ..., "batch_stats": ..
 
 
 @struct.dataclass
-class StepMetadata:
+class StepMetadata(struct.Struct):
     """What an environment reports after `init` or `step`, for one game.
 
     Attributes:
@@ -51,8 +51,9 @@ class EvalFn(Protocol):
     part of `params` and used in inference mode. `key` is consumed (networks may ignore it).
     """
 
-    def __call__(self, params: Params, observations: Array, key: PRNGKey) -> tuple[Array, Array]:
-        ...
+    def __call__(
+        self, params: Params, observations: Array, key: PRNGKey
+    ) -> tuple[Array, Array]: ...
 
 
 EnvInitFn = Callable[[PRNGKey], tuple[PyTree, StepMetadata]]

@@ -12,7 +12,9 @@ from turbozero.envs.core import Env
 RULES = {
     "init_not_jittable": "init(key) must trace and run under jit and vmap",
     "step_not_jittable": "step(state, action, key) must trace and run under jit and vmap",
-    "metadata_shapes": "rewards [P] float, action_mask [A] bool, scalar terminated/truncated/player",
+    "metadata_shapes": (
+        "rewards [P] float, action_mask [A] bool, scalar terminated/truncated/player"
+    ),
     "observation_shape": "observe(state) must have env.observation_shape",
     "unstable_state": "state shapes and dtypes must not change across steps",
     "reward_after_termination": "rewards must be zero on steps taken after termination",
@@ -46,12 +48,14 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
     try:
         init = jax.jit(jax.vmap(env.init))
         state, md = init(jax.random.split(key, batch_size))
-    except Exception as e:  # noqa: BLE001 - reported as a violation
+    except Exception as e:
         raise EnvCheckError(env.name, {"init_not_jittable": f"{type(e).__name__}: {e}"}) from e
     try:
         step = jax.jit(jax.vmap(env.step))
-        jax.eval_shape(step, state, jnp.zeros(batch_size, jnp.int32), jax.random.split(key, batch_size))
-    except Exception as e:  # noqa: BLE001
+        jax.eval_shape(
+            step, state, jnp.zeros(batch_size, jnp.int32), jax.random.split(key, batch_size)
+        )
+    except Exception as e:
         raise EnvCheckError(env.name, {"step_not_jittable": f"{type(e).__name__}: {e}"}) from e
     observe = jax.jit(jax.vmap(env.observe))
     meta = jax.jit(jax.vmap(env.metadata))

@@ -15,7 +15,7 @@ from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
 @struct.dataclass
-class GameState:
+class GameState(struct.Struct):
     """A user game's state kept together with the metadata its last step reported."""
 
     inner: PyTree
@@ -78,14 +78,16 @@ def from_functions(
         deterministic = not with_key
     try:
         shape = jax.eval_shape(init_fn, jax.random.PRNGKey(0))
-    except Exception as e:  # noqa: BLE001 - re-raised with context
+    except Exception as e:
         raise TypeError(f"init_fn of {name!r} could not be traced: {e}") from e
     if not (isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[1], StepMetadata)):
         raise TypeError(f"init_fn of {name!r} must return (state, StepMetadata)")
     md_shape = shape[1]
     if num_actions is None:
         if len(md_shape.action_mask.shape) != 1:
-            raise ValueError(f"action_mask of {name!r} must have shape [A], got {md_shape.action_mask.shape}")
+            raise ValueError(
+                f"action_mask of {name!r} must have shape [A], got {md_shape.action_mask.shape}"
+            )
         num_actions = int(md_shape.action_mask.shape[0])
     if num_players is None:
         rshape = md_shape.rewards.shape

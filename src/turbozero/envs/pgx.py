@@ -33,8 +33,15 @@ REFUSED: dict[str, str] = {
     "leduc_holdem": "imperfect information",
     "sparrow_mahjong": "imperfect information and more than two players",
 }
-STOCHASTIC = {"2048", "backgammon", "minatar-asterix", "minatar-breakout", "minatar-freeway",
-              "minatar-seaquest", "minatar-space_invaders"}
+STOCHASTIC = {
+    "2048",
+    "backgammon",
+    "minatar-asterix",
+    "minatar-breakout",
+    "minatar-freeway",
+    "minatar-seaquest",
+    "minatar-space_invaders",
+}
 
 
 def pgx_metadata(state: pgx.State) -> StepMetadata:

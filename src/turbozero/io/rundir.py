@@ -1,12 +1,12 @@
 """The run directory layout, shared by every algorithm.
 
-    RUN/
-      config.json       the full typed config (with `algorithm` and `preset`)
-      checkpoints/      orbax checkpoints
-      metrics.jsonl     one JSON object per line: epoch, env_steps, wall_seconds, metrics...
-      summary.json      preset, env, epochs, env_steps, wall_seconds, final_metrics, eval
-      plots/            PNGs
-      games/            records of evaluation games (SVG)
+RUN/
+  config.json       the full typed config (with `algorithm` and `preset`)
+  checkpoints/      orbax checkpoints
+  metrics.jsonl     one JSON object per line: epoch, env_steps, wall_seconds, metrics...
+  summary.json      preset, env, epochs, env_steps, wall_seconds, final_metrics, eval
+  plots/            PNGs
+  games/            records of evaluation games (SVG)
 """
 
 from __future__ import annotations

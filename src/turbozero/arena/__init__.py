@@ -1,0 +1,32 @@
+"""Arena: agents, matches played as one compiled program, Elo ratings and game records."""
+
+from turbozero.arena.agents import (
+    Agent,
+    AgentOutput,
+    PolicyFn,
+    make_agent,
+    network_agent,
+    perfect_agent,
+    random_agent,
+)
+from turbozero.arena.elo import EloPool, fit_elo
+from turbozero.arena.match import MatchResult, Record, play_match, wilson_interval
+from turbozero.arena.records import render_game_svgs, replay_game
+
+__all__ = [
+    "Agent",
+    "AgentOutput",
+    "EloPool",
+    "MatchResult",
+    "PolicyFn",
+    "Record",
+    "fit_elo",
+    "make_agent",
+    "network_agent",
+    "perfect_agent",
+    "play_match",
+    "random_agent",
+    "render_game_svgs",
+    "replay_game",
+    "wilson_interval",
+]

@@ -1,0 +1,197 @@
+"""Agents: a policy function plus its parameters, queried on a batch of game states.
+
+An `Agent` is a pytree whose only leaves are its `params`; its `policy_fn` and `name` are static.
+A compiled match therefore depends on the policy function but not on the parameter values:
+`agent.replace(params=new_params)` reuses the compiled program.
+
+    policy_fn(params, states, key) -> AgentOutput(action [B], weights [B, A], value [B])
+
+`states` are environment states batched on the leading axis (what `jax.vmap(env.init)` returns,
+e.g. a batched pgx `State`); policies read observations and legal-action masks through the `Env`
+they close over. `key` is consumed. Policies must accept terminal states in the batch (whose
+action masks are unspecified) and return some action for them; the match ignores it.
+
+Kinds built here: `random_agent`, `network_agent` and (tic-tac-toe only) `perfect_agent`. Search
+agents (AlphaZero, rollout MCTS) are built on `turbozero.search` with the same interface.
+
+Policy functions are small frozen dataclasses whose equality is that of their configuration, so
+calling `network_agent(env, eval_fn, new_params)` again gives an equal `policy_fn` and reuses the
+compiled match as well.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from turbozero import struct
+from turbozero.envs.core import Env
+from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
+
+
+class AgentOutput(NamedTuple):
+    """What a policy returns for a batch of `B` states.
+
+    Attributes:
+        action: `[B]` int32, the chosen action.
+        weights: `[B, A]` float, the policy the action was drawn from (zero on illegal actions).
+        value: `[B]` float, the agent's estimate for the player to move (zero if it has none).
+    """
+
+    action: Array
+    weights: Array
+    value: Array
+
+
+PolicyFn = Callable[[Params, PyTree, PRNGKey], AgentOutput]
+
+
+@struct.dataclass
+class Agent(struct.Struct):
+    """A player for `play_match`.
+
+    Attributes:
+        params: pytree of arrays the policy reads (network variables, a table); may be None.
+        policy_fn: static `policy_fn(params, states, key) -> AgentOutput`; must be hashable.
+        name: static display name.
+    """
+
+    params: Params
+    policy_fn: PolicyFn = struct.field(static=True)
+    name: str = struct.field(static=True, default="agent")
+
+    def policy(self, states: PyTree, key: PRNGKey) -> AgentOutput:
+        """The agent's output on `states` (batched on the leading axis); `key` is consumed."""
+        return self.policy_fn(self.params, states, key)
+
+    def act(self, states: PyTree, key: PRNGKey) -> Array:
+        """The chosen actions `[B]` int32 on `states`; `key` is consumed."""
+        return self.policy(states, key).action
+
+
+def make_agent(policy_fn: PolicyFn, params: Params = None, *, name: str) -> Agent:
+    """An agent from a policy function and its parameters.
+
+    Args:
+        policy_fn: `policy_fn(params, states, key) -> AgentOutput`, hashable (a module-level
+            function or a frozen dataclass); matches are compiled once per `policy_fn`.
+        params: pytree of arrays passed to `policy_fn` (data, so changing it does not recompile).
+        name: display name.
+
+    Raises:
+        ValueError: if `policy_fn` is not callable or not hashable, or `name` is empty.
+    """
+    if not callable(policy_fn):
+        raise ValueError(f"policy_fn must be callable, got {type(policy_fn).__name__}")
+    try:
+        hash(policy_fn)
+    except TypeError as e:
+        raise ValueError(f"policy_fn must be hashable (it is static under jit): {e}") from e
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    return Agent(params=params, policy_fn=policy_fn, name=name)
+
+
+def legal_mask(env: Env, states: PyTree) -> Array:
+    """`[B, A]` legal actions of `states`; rows with none (terminal states) are all True."""
+    mask = jax.vmap(env.metadata)(states).action_mask
+    return jnp.where(mask.any(axis=-1, keepdims=True), mask, True)
+
+
+def masked_softmax(logits: Array, mask: Array) -> Array:
+    """Softmax of `logits` `[B, A]` over the True entries of `mask` `[B, A]`; zero elsewhere."""
+    logits = jnp.where(mask, logits, -jnp.inf)
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    weights = jnp.where(mask, jnp.exp(logits), 0.0)
+    return weights / jnp.sum(weights, axis=-1, keepdims=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomPolicy:
+    """Uniform over legal actions."""
+
+    env: Env
+
+    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+        del params
+        mask = legal_mask(self.env, states)
+        weights = mask / jnp.sum(mask, axis=-1, keepdims=True)
+        action = jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
+        return AgentOutput(action, weights, jnp.zeros(mask.shape[0], jnp.float32))
+
+
+def random_agent(env: Env, *, name: str = "random") -> Agent:
+    """An agent playing uniformly at random among legal actions (value 0)."""
+    return make_agent(RandomPolicy(env), None, name=name)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkPolicy:
+    """The network's policy head restricted to legal actions; argmax or sampled."""
+
+    env: Env
+    eval_fn: EvalFn
+    sample: bool
+    temperature: float
+
+    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+        key_net, key_sample = jax.random.split(key)
+        observations = jax.vmap(self.env.observe)(states)
+        logits, value = self.eval_fn(params, observations, key_net)
+        mask = legal_mask(self.env, states)
+        logits = jnp.asarray(logits, jnp.float32)
+        weights = masked_softmax(logits / self.temperature, mask)
+        if self.sample:
+            masked = jnp.where(mask, logits / self.temperature, -jnp.inf)
+            action = jax.random.categorical(key_sample, masked)
+        else:
+            action = jnp.argmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
+        return AgentOutput(action.astype(jnp.int32), weights, jnp.asarray(value, jnp.float32))
+
+
+def network_agent(
+    env: Env,
+    eval_fn: EvalFn,
+    params: Params,
+    *,
+    sample: bool = False,
+    temperature: float = 1.0,
+    name: str = "network",
+) -> Agent:
+    """An agent playing from a network's policy head, without search.
+
+    Args:
+        env: the game; observations come from `env.observe`, legal moves from `env.metadata`.
+        eval_fn: `eval_fn(params, observations [B, ...], key) -> (logits [B, A], value [B])`.
+        params: the network's variables.
+        sample: draw the action from `softmax(logits / temperature)` over legal actions instead
+            of taking the most likely legal action.
+        temperature: > 0, divides the logits; used for `weights` and, with `sample`, the draw.
+        name: display name.
+
+    Raises:
+        ValueError: if `temperature` is not > 0 or `eval_fn` is not callable.
+    """
+    if not callable(eval_fn):
+        raise ValueError(f"eval_fn must be callable, got {type(eval_fn).__name__}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    policy = NetworkPolicy(env, eval_fn, sample=bool(sample), temperature=float(temperature))
+    return make_agent(policy, params, name=name)
+
+
+def perfect_agent(env: Env, *, name: str = "perfect") -> Agent:
+    """A perfect tic-tac-toe player choosing uniformly among optimal moves.
+
+    See `turbozero.arena.perfect`.
+
+    Raises:
+        ValueError: if `env` is not tic-tac-toe.
+    """
+    from turbozero.arena.perfect import perfect_tic_tac_toe_agent
+
+    return perfect_tic_tac_toe_agent(env, name=name)

@@ -1,0 +1,357 @@
+"""Matches between two agents: many games in parallel as one compiled program.
+
+`play_match` runs `num_games` games at once in a `lax.while_loop` over moves. Each move both
+agents are queried on the whole batch and the mover's action is taken per game, so a match costs
+two policy calls per move however the games are split between the agents.
+
+Rules (one test each in tests/arena/test_match.py):
+- Sides are swapped: agent A moves first in the even-numbered games and second in the odd ones
+  (the first mover is the player to move after `env.init`).
+- An action outside `[0, A)` or masked illegal is counted against the agent that chose it and
+  replaced by a uniformly random legal action; the game goes on.
+- `opening_moves` random legal moves start every game (for both sides, not counted as illegal).
+  The default is 0: stochastic agents (random, sampled, perfect) already play diverse games.
+  Deterministic agents (argmax networks) on deterministic games replay the same two games over and
+  over; give them `opening_moves > 0` (e.g. 2 in tic-tac-toe, 4 in connect four).
+- A game ends when the environment terminates or truncates it, or after `max_steps` moves (then
+  it counts as truncated). With `max_steps=None` the loop runs until every game ends, which needs
+  an environment that always ends (every pgx board game does).
+- Agent A's outcome in a game compares the rewards summed over the game for A's player and B's
+  player: higher is a win, equal a draw, lower a loss. In one-player games only agent A plays
+  (`agent_b` is None) and the result holds the returns; wins/draws/losses are zero.
+- The score rate is (wins + draws / 2) / games, with a 95% Wilson score interval that counts a
+  draw as half a win (slightly wider than the exact interval when there are draws).
+
+Programs are cached per (env, policy functions, num_games, max_steps): a second match with new
+params (e.g. a later checkpoint) reuses the compiled program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from turbozero.arena.agents import Agent, PolicyFn
+from turbozero.envs.core import Env
+from turbozero.types import Array, Params, PRNGKey
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
+class Record(NamedTuple):
+    """Wins, draws and losses of one agent over some games."""
+
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        """(wins + draws / 2) / games; NaN without games."""
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else math.nan
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MatchResult:
+    """The outcome of `play_match` from agent A's side, computed on the host.
+
+    Attributes:
+        name_a, name_b: the agents' names (`name_b` is "" in one-player games).
+        num_games: games played (`G`).
+        wins, draws, losses: agent A's record over all games.
+        as_first, as_second: agent A's record in the games where it moved first / second.
+        score: (wins + draws / 2) / num_games for agent A.
+        score_low, score_high: 95% Wilson score interval of `score`.
+        illegal_moves_a, illegal_moves_b: illegal actions each agent chose (replaced by random
+            legal ones); 0 for a correct agent.
+        mean_length: mean number of moves per game.
+        num_truncated: games cut off (by the environment or by `max_steps`).
+        mean_return_a: mean over games of agent A's summed rewards.
+        returns: `[G, P]` float rewards summed over each game, per player id.
+        player_a: `[G]` int player id agent A played in each game.
+        a_first: `[G]` bool, agent A moved first.
+        lengths: `[G]` int moves per game.
+        actions: `[T, G]` int actions taken (after replacing illegal ones; -1 once the game is
+            over), `T` = `max_steps`; None when `max_steps` is None.
+        game_keys: `[G, 2]` uint32 per-game keys from which `records.replay_game` rebuilds the
+            environment's randomness.
+    """
+
+    name_a: str
+    name_b: str
+    num_games: int
+    wins: int
+    draws: int
+    losses: int
+    as_first: Record
+    as_second: Record
+    score: float
+    score_low: float
+    score_high: float
+    illegal_moves_a: int
+    illegal_moves_b: int
+    mean_length: float
+    num_truncated: int
+    mean_return_a: float
+    returns: np.ndarray
+    player_a: np.ndarray
+    a_first: np.ndarray
+    lengths: np.ndarray
+    actions: np.ndarray | None
+    game_keys: np.ndarray
+
+    @property
+    def illegal_moves(self) -> int:
+        return self.illegal_moves_a + self.illegal_moves_b
+
+    def __repr__(self) -> str:
+        return (
+            f"MatchResult({self.name_a!r} vs {self.name_b!r}: +{self.wins} ={self.draws} "
+            f"-{self.losses} of {self.num_games}, score {self.score:.3f} "
+            f"[{self.score_low:.3f}, {self.score_high:.3f}], first {tuple(self.as_first)}, "
+            f"second {tuple(self.as_second)}, illegal {self.illegal_moves}, "
+            f"length {self.mean_length:.1f})"
+        )
+
+
+def wilson_interval(successes: float, n: int, *, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion `successes / n` (NaNs when `n` is 0)."""
+    if n <= 0:
+        return math.nan, math.nan
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _random_legal(key: PRNGKey, mask: Array) -> Array:
+    """`[B]` uniformly random legal actions; any action where a row has none."""
+    mask = jnp.where(mask.any(axis=-1, keepdims=True), mask, True)
+    return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
+
+
+def _select(done: Array, old: Any, new: Any) -> Any:
+    """Keep `old` where the game `done` `[B]`, take `new` elsewhere (leaves batched on axis 0)."""
+
+    def pick(o, n):
+        return jnp.where(done.reshape(done.shape + (1,) * (n.ndim - 1)), o, n)
+
+    return jax.tree_util.tree_map(pick, old, new)
+
+
+@functools.lru_cache(maxsize=64)
+def _match_program(
+    env: Env,
+    policy_a: PolicyFn,
+    policy_b: PolicyFn | None,
+    num_games: int,
+    max_steps: int | None,
+) -> Callable[[Params, Params, PRNGKey, Array], dict[str, Array]]:
+    """The compiled match for one configuration (cached; params, key and openings are data)."""
+    two_players = env.num_players == 2
+    B, A, P = num_games, env.num_actions, env.num_players
+    T = max_steps
+
+    def run(params_a, params_b, key, opening_moves):
+        key_games, key = jax.random.split(key)
+        game_keys = jax.random.split(key_games, B)
+
+        def keys_at(t):  # per-game environment keys for move t (init is t = 0)
+            return jax.vmap(jax.random.fold_in, (0, None))(game_keys, t)
+
+        state, md = jax.vmap(env.init)(keys_at(0))
+        a_first = jnp.arange(B) % 2 == 0
+        first = md.cur_player_id
+        player_a = jnp.where(a_first, first, 1 - first) if two_players else jnp.zeros_like(first)
+        done = md.terminated | md.truncated
+        carry = dict(
+            t=jnp.int32(0),
+            state=state,
+            mask=md.action_mask,
+            player=md.cur_player_id,
+            done=done,
+            truncated=md.truncated,
+            returns=jnp.zeros((B, P), jnp.float32),
+            lengths=jnp.zeros(B, jnp.int32),
+            illegal_a=jnp.int32(0),
+            illegal_b=jnp.int32(0),
+            key=key,
+        )
+        if T is not None:
+            carry["actions"] = jnp.full((T, B), -1, jnp.int32)
+
+        def cond(c):
+            going = ~jnp.all(c["done"])
+            return going if T is None else going & (c["t"] < T)
+
+        def body(c):
+            t = c["t"]
+            key, key_a, key_b, key_random = jax.random.split(c["key"], 4)
+            proposed = policy_a(params_a, c["state"], key_a).action
+            a_moves = c["player"] == player_a
+            if two_players:
+                action_b = policy_b(params_b, c["state"], key_b).action
+                proposed = jnp.where(a_moves, proposed, action_b)
+            proposed = proposed.astype(jnp.int32)
+            in_range = (proposed >= 0) & (proposed < A)
+            picked = jnp.take_along_axis(c["mask"], jnp.clip(proposed, 0, A - 1)[:, None], -1)
+            legal = in_range & picked[:, 0]
+            opening = t < opening_moves
+            illegal = ~legal & ~c["done"] & ~opening
+            action = jnp.where(opening | ~legal, _random_legal(key_random, c["mask"]), proposed)
+            state, md = jax.vmap(env.step)(c["state"], action, keys_at(t + 1))
+            done = c["done"]
+            new = dict(
+                t=t + 1,
+                state=_select(done, c["state"], state),
+                mask=_select(done, c["mask"], md.action_mask),
+                player=_select(done, c["player"], md.cur_player_id),
+                done=done | md.terminated | md.truncated,
+                truncated=c["truncated"] | (~done & md.truncated),
+                returns=c["returns"] + jnp.where(done[:, None], 0.0, md.rewards),
+                lengths=c["lengths"] + (~done).astype(jnp.int32),
+                illegal_a=c["illegal_a"] + jnp.sum(illegal & a_moves, dtype=jnp.int32),
+                illegal_b=c["illegal_b"] + jnp.sum(illegal & ~a_moves, dtype=jnp.int32),
+                key=key,
+            )
+            if T is not None:
+                new["actions"] = c["actions"].at[t].set(jnp.where(done, -1, action))
+            return new
+
+        c = jax.lax.while_loop(cond, body, carry)
+        out = {k: c[k] for k in ("returns", "lengths", "illegal_a", "illegal_b", "truncated")}
+        out["truncated"] = out["truncated"] | ~c["done"]
+        out.update(player_a=player_a, a_first=a_first, game_keys=game_keys)
+        if T is not None:
+            out["actions"] = c["actions"]
+        return out
+
+    return jax.jit(run)
+
+
+def play_match(
+    env: Env,
+    agent_a: Agent,
+    agent_b: Agent | None,
+    key: PRNGKey,
+    *,
+    num_games: int,
+    max_steps: int | None = None,
+    opening_moves: int = 0,
+) -> MatchResult:
+    """Play `num_games` games of `agent_a` against `agent_b` in parallel; see the module rules.
+
+    Args:
+        env: the game.
+        agent_a: the agent whose results are reported.
+        agent_b: its opponent; None (or ignored) in one-player games.
+        key: consumed; the same key and agents replay the same games.
+        num_games: >= 1, even in two-player games (half with each agent moving first).
+        max_steps: >= 1, cut every game off after this many moves (and record the actions);
+            None plays until every game ends and records no actions.
+        opening_moves: >= 0 random legal moves at the start of each game (see the module rules).
+
+    Returns:
+        A `MatchResult` of Python numbers and numpy arrays.
+
+    Raises:
+        ValueError: for an out-of-range argument, or a missing `agent_b` in a two-player game.
+
+    Example:
+        ```python
+        env = turbozero.envs.make("tic_tac_toe")
+        result = play_match(env, perfect_agent(env), random_agent(env), jax.random.PRNGKey(0),
+                            num_games=64)
+        assert result.losses == 0 and result.illegal_moves == 0
+        ```
+    """
+    if not isinstance(num_games, int) or num_games < 1:
+        raise ValueError(f"num_games must be an int >= 1, got {num_games!r}")
+    if env.num_players == 2 and num_games % 2:
+        raise ValueError(
+            f"num_games must be even in two-player games (sides swap), got {num_games}"
+        )
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"max_steps must be None or an int >= 1, got {max_steps!r}")
+    if not isinstance(opening_moves, int) or opening_moves < 0:
+        raise ValueError(f"opening_moves must be an int >= 0, got {opening_moves!r}")
+    if not isinstance(agent_a, Agent):
+        raise ValueError(f"agent_a must be an Agent, got {type(agent_a).__name__}")
+    if env.num_players == 2 and not isinstance(agent_b, Agent):
+        raise ValueError(f"agent_b must be an Agent in a two-player game, got {agent_b!r}")
+    if env.num_players == 1:
+        agent_b = None
+    if jax.dtypes.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+
+    program = _match_program(
+        env,
+        agent_a.policy_fn,
+        agent_b.policy_fn if agent_b is not None else None,
+        num_games,
+        max_steps,
+    )
+    params_b = agent_b.params if agent_b is not None else None
+    out = jax.device_get(program(agent_a.params, params_b, key, jnp.int32(opening_moves)))
+    return _summarise(out, agent_a, agent_b, num_games)
+
+
+def _summarise(out: dict[str, Any], agent_a: Agent, agent_b: Agent | None, G: int) -> MatchResult:
+    returns = np.asarray(out["returns"])
+    player_a = np.asarray(out["player_a"])
+    a_first = np.asarray(out["a_first"])
+    rows = np.arange(G)
+    return_a = returns[rows, player_a]
+    if agent_b is not None:
+        return_b = returns[rows, 1 - player_a]
+        win, loss = return_a > return_b, return_a < return_b
+        draw = ~win & ~loss
+    else:
+        win = loss = draw = np.zeros(G, bool)
+
+    def record(games: np.ndarray) -> Record:
+        return Record(int(win[games].sum()), int(draw[games].sum()), int(loss[games].sum()))
+
+    overall = record(np.ones(G, bool))
+    if agent_b is not None:
+        score = overall.score
+        low, high = wilson_interval(overall.wins + 0.5 * overall.draws, G)
+    else:
+        score, low, high = math.nan, math.nan, math.nan
+    lengths = np.asarray(out["lengths"])
+    return MatchResult(
+        name_a=agent_a.name,
+        name_b=agent_b.name if agent_b is not None else "",
+        num_games=G,
+        wins=overall.wins,
+        draws=overall.draws,
+        losses=overall.losses,
+        as_first=record(a_first),
+        as_second=record(~a_first),
+        score=score,
+        score_low=low,
+        score_high=high,
+        illegal_moves_a=int(out["illegal_a"]),
+        illegal_moves_b=int(out["illegal_b"]),
+        mean_length=float(lengths.mean()),
+        num_truncated=int(np.asarray(out["truncated"]).sum()),
+        mean_return_a=float(return_a.mean()),
+        returns=returns,
+        player_a=player_a,
+        a_first=a_first,
+        lengths=lengths,
+        actions=np.asarray(out["actions"]) if "actions" in out else None,
+        game_keys=np.asarray(out["game_keys"]),
+    )

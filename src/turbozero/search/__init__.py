@@ -1,0 +1,24 @@
+"""Batched tree search over real environment dynamics (usable alone, like mctx)."""
+
+from turbozero.search.gumbel import gumbel
+from turbozero.search.puct import muzero_puct, puct
+from turbozero.search.search import Search, SearchOutput, make_search, value_vector
+from turbozero.search.selector import NodeView, Selector
+from turbozero.search.tree import Tree, advance_trees, init_tree, reset_trees, tree_bytes
+
+__all__ = [
+    "NodeView",
+    "Search",
+    "SearchOutput",
+    "Selector",
+    "Tree",
+    "advance_trees",
+    "gumbel",
+    "init_tree",
+    "make_search",
+    "muzero_puct",
+    "puct",
+    "reset_trees",
+    "tree_bytes",
+    "value_vector",
+]

@@ -1,0 +1,96 @@
+"""What an action-selection rule sees and provides.
+
+A `Selector` is a small container of pure functions; the search calls them on a batch of nodes
+(one node per game) described by a `NodeView`. Letters: B games, A actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from turbozero.types import Array, PRNGKey
+
+
+class NodeView(NamedTuple):
+    """Statistics of one node per game, from the point of view of the player to move there."""
+
+    prior_logits: Array  # [B, A] network logits, illegal actions at NEG_LOGIT
+    mask: Array  # [B, A] bool legal actions
+    child_visits: Array  # [B, A] int32
+    child_q: Array  # [B, A] reward + discount * child value (0 where unvisited)
+    node_visits: Array  # [B] int32
+    node_value: Array  # [B] mean backed-up value of the node
+    raw_value: Array  # [B] the network's value of the node
+
+
+class Selector(NamedTuple):
+    """An action-selection rule.
+
+    Attributes:
+        name: ``"puct"``, ``"muzero_puct"`` or ``"gumbel"``.
+        prepare: `prepare(root: NodeView, key) -> ctx`, once per search (root noise, Gumbels).
+        select: `select(view, ctx, is_root [B]) -> scores [B, A]`; the search takes the argmax
+            over legal actions (ties go to the lowest index).
+        policy: `policy(root: NodeView, ctx) -> (weights [B, A], greedy_action [B])`; the
+            weights are the training target and sum to one over legal actions.
+        reusable: whether subtree reuse between moves is sound for this rule.
+        without_noise: the same rule with root exploration noise switched off.
+        options: the keyword arguments it was built with.
+    """
+
+    name: str
+    prepare: Callable[[NodeView, PRNGKey], Any]
+    select: Callable[[NodeView, Any, Array], Array]
+    policy: Callable[[NodeView, Any], tuple[Array, Array]]
+    reusable: bool
+    without_noise: Callable[[], Selector]
+    options: dict[str, Any]
+
+
+def with_options(options: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of a selector's options with some changed (to rebuild it)."""
+    return {**options, **changes}
+
+
+def masked_softmax(logits: Array, mask: Array) -> Array:
+    """Softmax over legal actions; illegal actions get exactly zero."""
+    logits = jnp.where(mask, logits, -jnp.inf)
+    logits = logits - jnp.max(jnp.where(mask, logits, -1e30), axis=-1, keepdims=True)
+    probs = jnp.where(mask, jnp.exp(logits), 0.0)
+    total = jnp.sum(probs, axis=-1, keepdims=True)
+    uniform = mask / jnp.maximum(jnp.sum(mask, axis=-1, keepdims=True), 1)
+    return jnp.where(total > 0, probs / jnp.maximum(total, 1e-30), uniform)
+
+
+def masked_argmax(scores: Array, mask: Array) -> Array:
+    """Argmax over legal actions (first index on ties); action 0 if nothing is legal."""
+    return jnp.argmax(jnp.where(mask, scores, -jnp.inf), axis=-1).astype(jnp.int32)
+
+
+def dirichlet_mix(
+    probs: Array, mask: Array, key: PRNGKey, *, alpha: float, fraction: float
+) -> Array:
+    """`(1 - fraction) * probs + fraction * Dirichlet(alpha)` over legal actions."""
+    if fraction == 0.0:
+        return probs
+    gamma = jax.random.gamma(key, alpha, probs.shape)
+    gamma = jnp.where(mask, gamma, 0.0)
+    noise = gamma / jnp.maximum(jnp.sum(gamma, axis=-1, keepdims=True), 1e-30)
+    return (1.0 - fraction) * probs + fraction * noise
+
+
+def visit_policy(root: NodeView) -> tuple[Array, Array]:
+    """Visit-count distribution over legal children and its argmax.
+
+    With no visited child (a terminal root, or a tree too small to expand) the weights fall back
+    to the prior, so an illegal action is never chosen.
+    """
+    visits = jnp.where(root.mask, root.child_visits, 0).astype(jnp.float32)
+    total = jnp.sum(visits, axis=-1, keepdims=True)
+    prior = masked_softmax(root.prior_logits, root.mask)
+    weights = jnp.where(total > 0, visits / jnp.maximum(total, 1.0), prior)
+    return weights, masked_argmax(weights, root.mask)

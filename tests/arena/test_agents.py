@@ -1,0 +1,126 @@
+"""Agents: interface, legal-move handling, the perfect tic-tac-toe table."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from turbozero import envs
+from turbozero.arena import Agent, make_agent, network_agent, perfect_agent, random_agent
+from turbozero.arena.perfect import ILLEGAL, solve_tic_tac_toe
+
+
+def bias_eval_fn(params, observations, key):
+    """A fake network: logits are a learned bias plus noise; value is zero."""
+    del observations
+    batch = params["bias"].shape[0]
+    noise = 0.01 * jax.random.normal(key, (batch, params["bias"].shape[-1]))
+    return params["bias"] + noise, jnp.zeros(batch)
+
+
+def batch_after_moves(env, key, num_games, num_moves):
+    """`num_games` random positions `num_moves` moves in (some may be over)."""
+    agent = random_agent(env)
+
+    @jax.jit
+    def play(key):
+        state, md = jax.vmap(env.init)(jax.random.split(key, num_games))
+        for t in range(num_moves):
+            action = agent.act(state, jax.random.fold_in(key, t))
+            state, md = jax.vmap(env.step)(state, action, jax.random.split(key, num_games))
+        return state, md
+
+    return play(key)
+
+
+def test_agent_params_are_the_only_leaves(tic_tac_toe):
+    agent = network_agent(tic_tac_toe, bias_eval_fn, {"bias": jnp.zeros((4, 9))})
+    leaves = jax.tree_util.tree_leaves(agent)
+    assert len(leaves) == 1 and leaves[0].shape == (4, 9)
+    assert isinstance(jax.tree_util.tree_map(lambda x: x + 1, agent), Agent)
+
+
+def test_network_agent_with_same_config_has_equal_policy_fn(tic_tac_toe):
+    a = network_agent(tic_tac_toe, bias_eval_fn, {"bias": jnp.zeros((4, 9))})
+    b = network_agent(tic_tac_toe, bias_eval_fn, {"bias": jnp.ones((4, 9))})
+    assert a.policy_fn == b.policy_fn and hash(a.policy_fn) == hash(b.policy_fn)
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_network_agent_gives_illegal_actions_zero_weight_and_never_picks_them(tic_tac_toe, sample):
+    key = jax.random.PRNGKey(3)
+    state, md = batch_after_moves(tic_tac_toe, key, 16, 4)
+    bias = jnp.tile(jnp.arange(9.0)[None] * 5.0, (16, 1))  # prefers high, often occupied, cells
+    agent = network_agent(tic_tac_toe, bias_eval_fn, {"bias": bias}, sample=sample)
+    out = agent.policy(state, key)
+    live = ~np.asarray(md.terminated)
+    mask = np.asarray(md.action_mask)[live]
+    weights = np.asarray(out.weights)[live]
+    action = np.asarray(out.action)[live]
+    assert (
+        out.action.dtype == jnp.int32 and out.weights.shape == (16, 9) and out.value.shape == (16,)
+    )
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(weights[~mask] == 0)
+    assert np.all(mask[np.arange(len(action)), action])
+    if not sample:  # argmax: the highest legal cell
+        np.testing.assert_array_equal(action, 8 - np.argmax(mask[:, ::-1], axis=-1))
+
+
+def test_random_agent_is_uniform_over_legal_actions(tic_tac_toe):
+    state, md = batch_after_moves(tic_tac_toe, jax.random.PRNGKey(5), 8, 3)
+    out = random_agent(tic_tac_toe).policy(state, jax.random.PRNGKey(0))
+    mask = np.asarray(md.action_mask)
+    live = ~np.asarray(md.terminated)
+    expected = mask / mask.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(out.weights)[live], expected[live], rtol=1e-6)
+
+
+def test_perfect_table_knows_that_an_edge_reply_to_the_centre_loses():
+    q = solve_tic_tac_toe()
+    assert np.all(q[0] == 0)  # the empty board is a draw whatever the first move
+    centre_taken = 2 * 3**4  # opponent's mark in the centre, mover to play
+    expected = np.array([[0, -1, 0], [-1, ILLEGAL, -1], [0, -1, 0]])
+    np.testing.assert_array_equal(q[centre_taken].reshape(3, 3), expected)
+
+
+def test_perfect_agent_completes_its_own_line(tic_tac_toe):
+    # Mover X on 0 and 1, O on 3 and 4: X must play 2 (value +1 from the mover's perspective).
+    env = tic_tac_toe
+
+    @jax.jit
+    def policy(key):
+        state, _ = env.init(key)
+        for action in (0, 3, 1, 4):
+            state, _ = env.step(state, jnp.int32(action), key)
+        states = jax.tree_util.tree_map(lambda x: x[None], state)
+        return perfect_agent(env).policy(states, key)
+
+    out = policy(jax.random.PRNGKey(1))
+    assert int(out.action[0]) == 2 and float(out.value[0]) == 1.0
+    np.testing.assert_allclose(np.asarray(out.weights[0]), np.eye(9)[2])
+
+
+def test_perfect_agent_refuses_other_games():
+    with pytest.raises(ValueError, match="tic_tac_toe"):
+        perfect_agent(envs.make("connect_four"))
+
+
+def test_factories_validate_arguments(tic_tac_toe):
+    with pytest.raises(ValueError, match="temperature"):
+        network_agent(tic_tac_toe, bias_eval_fn, None, temperature=0.0)
+    with pytest.raises(ValueError, match="eval_fn"):
+        network_agent(tic_tac_toe, "not a function", None)
+    with pytest.raises(ValueError, match="name"):
+        make_agent(bias_eval_fn, None, name="")
+    with pytest.raises(ValueError, match="hashable"):
+        make_agent(_Unhashable(), None, name="x")
+
+
+class _Unhashable:
+    __hash__ = None
+
+    def __call__(self, params, states, key):
+        raise NotImplementedError

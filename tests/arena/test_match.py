@@ -1,0 +1,225 @@
+"""Matches: the rules listed in turbozero/arena/match.py, one test each."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from turbozero import envs
+from turbozero.arena import (
+    AgentOutput,
+    make_agent,
+    network_agent,
+    perfect_agent,
+    play_match,
+    random_agent,
+)
+from turbozero.arena.agents import legal_mask
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedPreference:
+    """Plays the lowest (or highest) legal action; deterministic."""
+
+    env: envs.Env
+    highest: bool = False
+
+    def __call__(self, params, states, key):
+        mask = legal_mask(self.env, states)
+        order = jnp.arange(self.env.num_actions)
+        score = jnp.where(mask, order if self.highest else -order, -jnp.inf)
+        action = jnp.argmax(score, axis=-1).astype(jnp.int32)
+        weights = jax.nn.one_hot(action, self.env.num_actions)
+        return AgentOutput(action, weights, jnp.zeros(action.shape[0]))
+
+
+@dataclasses.dataclass(frozen=True)
+class AlwaysAction:
+    """Always plays `action` (possibly illegal or out of range)."""
+
+    num_actions: int
+    action: int
+
+    def __call__(self, params, states, key):
+        batch = jax.tree_util.tree_leaves(states)[0].shape[0]
+        action = jnp.full(batch, self.action, jnp.int32)
+        return AgentOutput(action, jnp.zeros((batch, self.num_actions)), jnp.zeros(batch))
+
+
+class CountingEvalFn:
+    """A fake network (bias logits) that counts how often it is traced."""
+
+    def __init__(self):
+        self.traces = 0
+
+    def __call__(self, params, observations, key):
+        self.traces += 1
+        batch = observations.shape[0]
+        logits = jnp.broadcast_to(params, (batch, params.shape[-1]))
+        return logits + 0.1 * jax.random.normal(key, logits.shape), jnp.zeros(batch)
+
+
+def assert_every_recorded_move_legal(env, result):
+    """Replay all games of `result` in a batch and check each recorded action was legal."""
+
+    @jax.jit
+    def masks(keys, actions):
+        def keys_at(t):
+            return jax.vmap(jax.random.fold_in, (0, None))(keys, t)
+
+        def body(carry, action_t):
+            state, md, t = carry
+            state, next_md = jax.vmap(env.step)(state, jnp.maximum(action_t, 0), keys_at(t + 1))
+            return (state, next_md, t + 1), md.action_mask
+
+        state, md = jax.vmap(env.init)(keys_at(0))
+        return jax.lax.scan(body, (state, md, 0), actions)[1]
+
+    actions = np.asarray(result.actions)
+    mask = np.asarray(masks(jnp.asarray(result.game_keys), jnp.asarray(actions)))  # [T, G, A]
+    live = actions >= 0
+    chosen = np.take_along_axis(mask, np.maximum(actions, 0)[..., None], -1)[..., 0]
+    assert np.all(chosen[live]), "an illegal move was recorded"
+
+
+def test_random_play_shows_the_first_player_advantage(tic_tac_toe):
+    # Known statistics of random tic-tac-toe: first player wins 58.5%, draws 12.7%.
+    G = 1024
+    r = play_match(
+        tic_tac_toe,
+        random_agent(tic_tac_toe),
+        random_agent(tic_tac_toe),
+        jax.random.PRNGKey(0),
+        num_games=G,
+    )
+    first_wins = (r.as_first.wins + r.as_second.losses) / G
+    assert abs(first_wins - 0.585) < 0.05
+    assert abs(r.draws / G - 0.127) < 0.04
+    assert r.illegal_moves == 0 and r.num_truncated == 0
+    assert r.score_low < r.score < r.score_high
+    assert 5 <= r.mean_length <= 9
+
+
+def test_sides_are_swapped_between_halves(tic_tac_toe):
+    low = make_agent(FixedPreference(tic_tac_toe), name="low")
+    high = make_agent(FixedPreference(tic_tac_toe, highest=True), name="high")
+    r = play_match(tic_tac_toe, low, high, jax.random.PRNGKey(1), num_games=8, max_steps=9)
+    assert r.a_first.sum() == 4 and r.as_first.games == r.as_second.games == 4
+    np.testing.assert_array_equal(r.actions[0], np.where(r.a_first, 0, 8))
+    np.testing.assert_array_equal(r.actions[1], np.where(r.a_first, 8, 0))
+
+
+def test_perfect_agent_never_loses_to_random_from_either_side(tic_tac_toe):
+    r = play_match(
+        tic_tac_toe,
+        perfect_agent(tic_tac_toe),
+        random_agent(tic_tac_toe),
+        jax.random.PRNGKey(2),
+        num_games=256,
+    )
+    assert r.losses == 0 and r.as_first.losses == 0 and r.as_second.losses == 0
+    assert r.as_first.wins > r.as_first.games * 0.8
+    assert r.illegal_moves == 0
+
+
+def test_perfect_agent_draws_against_itself(tic_tac_toe):
+    p = perfect_agent(tic_tac_toe)
+    r = play_match(tic_tac_toe, p, p, jax.random.PRNGKey(3), num_games=64, max_steps=9)
+    assert r.draws == 64 and r.illegal_moves == 0
+    assert len({tuple(g) for g in r.actions.T}) > 8  # ties broken at random: diverse games
+
+
+@pytest.mark.parametrize("env_id", ["tic_tac_toe", "connect_four", "othello"])
+def test_random_and_network_agents_never_play_illegal_moves(env_id):
+    env = envs.make(env_id)
+    bias = jnp.arange(env.num_actions, dtype=jnp.float32)  # prefers the last actions
+    net = network_agent(env, CountingEvalFn(), bias, sample=False, name="net")
+    r = play_match(env, net, random_agent(env), jax.random.PRNGKey(4), num_games=4, max_steps=24)
+    assert r.illegal_moves == 0
+    assert_every_recorded_move_legal(env, r)
+
+
+@pytest.mark.parametrize("action", [0, -1, 9])
+def test_illegal_actions_are_counted_and_replaced_by_legal_ones(tic_tac_toe, action):
+    bad = make_agent(AlwaysAction(9, action), name="bad")
+    r = play_match(
+        tic_tac_toe, bad, random_agent(tic_tac_toe), jax.random.PRNGKey(5), num_games=8, max_steps=9
+    )
+    assert r.illegal_moves_b == 0
+    if action == 0:
+        assert 0 < r.illegal_moves_a < (r.lengths.sum() + 8) // 2
+    else:  # every move of the bad agent was illegal
+        moves_a = np.where(r.a_first, (r.lengths + 1) // 2, r.lengths // 2)
+        assert r.illegal_moves_a == moves_a.sum()
+    assert_every_recorded_move_legal(tic_tac_toe, r)
+    assert r.num_truncated == 0  # no game ended early by pgx's illegal-move penalty either
+
+
+def test_opening_moves_are_random_and_not_charged_to_agents(tic_tac_toe):
+    low = make_agent(FixedPreference(tic_tac_toe), name="low")
+    high = make_agent(FixedPreference(tic_tac_toe, highest=True), name="high")
+    plain = play_match(tic_tac_toe, low, high, jax.random.PRNGKey(6), num_games=16, max_steps=9)
+    opened = play_match(
+        tic_tac_toe, low, high, jax.random.PRNGKey(6), num_games=16, max_steps=9, opening_moves=2
+    )
+    assert len({tuple(g) for g in plain.actions.T}) == 2  # deterministic agents: two games
+    assert len({tuple(g) for g in opened.actions.T}) > 4
+    bad = make_agent(AlwaysAction(9, -1), name="bad")
+    all_random = play_match(
+        tic_tac_toe, bad, bad, jax.random.PRNGKey(6), num_games=16, max_steps=9, opening_moves=9
+    )
+    assert all_random.illegal_moves == 0
+
+
+def test_max_steps_truncates_unfinished_games_as_draws(tic_tac_toe):
+    r = play_match(
+        tic_tac_toe,
+        random_agent(tic_tac_toe),
+        random_agent(tic_tac_toe),
+        jax.random.PRNGKey(7),
+        num_games=8,
+        max_steps=3,
+    )
+    assert r.num_truncated == 8 and r.draws == 8
+    assert np.all(r.lengths == 3) and r.actions.shape == (3, 8)
+
+
+def test_second_match_with_new_params_does_not_recompile(tic_tac_toe):
+    eval_fn = CountingEvalFn()
+    opponent = random_agent(tic_tac_toe)
+    key = jax.random.PRNGKey(8)
+    first = network_agent(tic_tac_toe, eval_fn, jnp.arange(9.0), name="net")
+    r1 = play_match(tic_tac_toe, first, opponent, key, num_games=8, max_steps=9)
+    traces = eval_fn.traces
+    second = network_agent(tic_tac_toe, eval_fn, -jnp.arange(9.0), name="net2")
+    r2 = play_match(tic_tac_toe, second, opponent, key, num_games=8, max_steps=9)
+    assert eval_fn.traces == traces
+    assert not np.array_equal(r1.actions, r2.actions)  # the new params were used
+
+
+def test_one_player_game_records_returns():
+    env = envs.make("2048")
+    r = play_match(env, random_agent(env), None, jax.random.PRNGKey(9), num_games=3, max_steps=6)
+    assert r.returns.shape == (3, 1) and r.name_b == ""
+    assert r.wins == r.draws == r.losses == 0 and np.isnan(r.score)
+    assert r.mean_return_a == pytest.approx(r.returns[:, 0].mean())
+    assert np.all(r.lengths <= 6) and r.illegal_moves == 0
+
+
+def test_play_match_validates_arguments(tic_tac_toe):
+    a = random_agent(tic_tac_toe)
+    key = jax.random.PRNGKey(0)
+    for kwargs, name in [
+        ({"num_games": 0}, "num_games"),
+        ({"num_games": 3}, "num_games"),
+        ({"num_games": 2, "max_steps": 0}, "max_steps"),
+        ({"num_games": 2, "opening_moves": -1}, "opening_moves"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            play_match(tic_tac_toe, a, a, key, **kwargs)
+    with pytest.raises(ValueError, match="agent_b"):
+        play_match(tic_tac_toe, a, None, key, num_games=2)

@@ -1,0 +1,40 @@
+"""Small networks and positions shared by the search tests."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def uniform_eval_fn(num_actions: int):
+    def eval_fn(params, obs, key):
+        B = obs.shape[0]
+        return jnp.zeros((B, num_actions)), jnp.zeros((B,))
+
+    return eval_fn
+
+
+def linear_eval_fn(num_actions: int):
+    """A fixed random linear network with a bias: params = W [obs_dim + 1, A + 1]."""
+
+    def eval_fn(params, obs, key):
+        x = obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+        x = jnp.concatenate([x, jnp.ones((x.shape[0], 1))], axis=1)
+        out = x @ params
+        return out[:, :num_actions], jnp.tanh(out[:, num_actions])
+
+    return eval_fn
+
+
+def linear_params(env, seed: int = 0, scale: float = 0.5):
+    dim = int(np.prod(env.observation_shape))
+    return scale * jax.random.normal(jax.random.PRNGKey(seed), (dim + 1, env.num_actions + 1))
+
+
+def play(env, actions, batch: int = 1):
+    """The state after playing `actions` from the initial position, batched `[batch]`."""
+    state, _ = env.init(jax.random.PRNGKey(0))
+    for a in actions:
+        state, _ = env.step(state, jnp.int32(a), jax.random.PRNGKey(0))
+    return jax.tree_util.tree_map(lambda x: jnp.stack([x] * batch), state)

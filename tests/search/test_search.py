@@ -1,0 +1,334 @@
+"""Rules of the batched search, each checked on small hand-worked cases."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.search.helpers import linear_eval_fn, linear_params, play, uniform_eval_fn
+from turbozero import envs
+from turbozero.search import gumbel, make_search, muzero_puct, puct
+from turbozero.types import StepMetadata
+
+SELECTORS = {
+    "puct": lambda: puct(dirichlet_fraction=0.0),
+    "muzero_puct": lambda: muzero_puct(dirichlet_fraction=0.0),
+    "gumbel": lambda: gumbel(gumbel_scale=0.0, max_num_considered_actions=9),
+}
+
+
+@pytest.fixture(scope="module")
+def ttt_searches(tic_tac_toe):
+    out = {}
+    for name, make in SELECTORS.items():
+        s = make_search(
+            tic_tac_toe,
+            uniform_eval_fn(9),
+            selector=make(),
+            num_simulations=96,
+            max_nodes=128,
+        )
+        out[name] = (s, jax.jit(s.search))
+    return out
+
+
+# X: 0 1 2 / O: 3 4 ; X to move wins with 2.
+WIN_IN_ONE = [0, 3, 1, 4]
+# X took 0 and 1... O to move must block at 2.
+MUST_BLOCK = [0, 4, 1]
+
+
+@pytest.mark.parametrize("name", list(SELECTORS))
+def test_one_move_win_is_found(ttt_searches, tic_tac_toe, name):
+    s, search = ttt_searches[name]
+    states = play(tic_tac_toe, WIN_IN_ONE, batch=2)
+    _, out = search(s.init(2), None, states, jax.random.PRNGKey(0))
+    assert out.action.tolist() == [2, 2]
+    assert float(out.q_values[0, 2]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", list(SELECTORS))
+def test_forced_loss_move_is_avoided(ttt_searches, tic_tac_toe, name):
+    s, search = ttt_searches[name]
+    states = play(tic_tac_toe, MUST_BLOCK, batch=2)
+    _, out = search(s.init(2), None, states, jax.random.PRNGKey(1))
+    assert out.action.tolist() == [2, 2]
+
+
+def _bandit(rewards):
+    """One-player game: pick an arm, receive its reward, game over."""
+    rewards = jnp.asarray(rewards, jnp.float32)
+    A = rewards.shape[0]
+
+    def init(key):
+        md = StepMetadata(
+            rewards=jnp.zeros((1,)),
+            action_mask=jnp.ones((A,), bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+        )
+        return jnp.int32(0), md
+
+    def step(state, action):
+        md = StepMetadata(
+            rewards=rewards[action][None],
+            action_mask=jnp.ones((A,), bool),
+            terminated=jnp.bool_(True),
+            cur_player_id=jnp.int32(0),
+            step=jnp.int32(1),
+        )
+        return state + 1, md
+
+    return envs.from_functions(
+        init_fn=init, step_fn=step, observe_fn=lambda s: jnp.zeros((1,)), name="bandit"
+    )
+
+
+def _puct_reference(rewards, sims, c):
+    """Plain-Python PUCT on a bandit with a uniform prior and zero root value."""
+    A = len(rewards)
+    n = [0] * A
+    w = [0.0] * A
+    for _ in range(sims):
+        total = 1 + sum(n)
+        scores = [
+            (w[a] / n[a] if n[a] else 0.0) + c * (1 / A) * np.sqrt(total) / (1 + n[a])
+            for a in range(A)
+        ]
+        a = int(np.argmax(scores))
+        n[a] += 1
+        w[a] += rewards[a]
+    return n
+
+
+def test_bandit_visit_split_matches_puct_formula():
+    rewards = [0.1, 0.5, 0.3]
+    env = _bandit(rewards)
+    s = make_search(
+        env,
+        uniform_eval_fn(3),
+        selector=puct(c_puct=1.5, dirichlet_fraction=0.0),
+        num_simulations=40,
+        max_nodes=41,
+    )
+    st0, _ = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 1))
+    _, out = jax.jit(s.search)(s.init(1), None, st0, jax.random.PRNGKey(0))
+    assert out.visit_counts[0].tolist() == _puct_reference(rewards, 40, 1.5)
+    assert out.action.tolist() == [1]
+
+
+def _two_moves_then_opponent():
+    """Player 0 moves twice (non-alternating), then the game ends.
+
+    Player 0 wins (+1) iff both moves were action 1; otherwise player 1 wins.
+    """
+
+    def init(key):
+        return jnp.zeros((2,), jnp.int32), StepMetadata(
+            rewards=jnp.zeros((2,)),
+            action_mask=jnp.ones((2,), bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+        )
+
+    def step(state, action):
+        t = state[0] + 1
+        ones = state[1] + action
+        over = t >= 2
+        win0 = ones == 2
+        r0 = jnp.where(over, jnp.where(win0, 1.0, -1.0), 0.0)
+        md = StepMetadata(
+            rewards=jnp.stack([r0, -r0]),
+            action_mask=jnp.ones((2,), bool),
+            terminated=over,
+            cur_player_id=jnp.int32(0),
+            step=t,
+        )
+        return jnp.stack([t, ones]), md
+
+    return envs.from_functions(
+        init_fn=init,
+        step_fn=step,
+        observe_fn=lambda s: s.astype(jnp.float32),
+        name="twice",
+    )
+
+
+@pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
+def test_value_signs_follow_player_to_move_not_alternation(name):
+    env = _two_moves_then_opponent()
+    sel = {
+        "puct": puct(dirichlet_fraction=0.0),
+        "muzero_puct": muzero_puct(dirichlet_fraction=0.0),
+        "gumbel": gumbel(gumbel_scale=0.0),
+    }[name]
+    s = make_search(env, uniform_eval_fn(2), selector=sel, num_simulations=16, max_nodes=17)
+    st0, _ = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 1))
+    _, out = jax.jit(s.search)(s.init(1), None, st0, jax.random.PRNGKey(0))
+    assert out.action.tolist() == [1]
+    assert float(out.q_values[0, 1]) > float(out.q_values[0, 0])
+
+
+@pytest.fixture(scope="module")
+def c4_search(connect_four):
+    s = make_search(
+        connect_four, linear_eval_fn(7), selector=puct(), num_simulations=24, max_nodes=20
+    )
+    return s, jax.jit(s.search), jax.jit(s.advance)
+
+
+@given(seed=st.integers(0, 10_000), moves=st.lists(st.integers(0, 6), max_size=6))
+def test_invariants_hold_for_any_seed_and_position(c4_search, connect_four, seed, moves):
+    s, search, advance = c4_search
+    states = play(connect_four, moves, batch=3)
+    params = linear_params(connect_four, seed % 7)
+    tree, out = search(s.init(3), params, states, jax.random.PRNGKey(seed), 1.0)
+    mask = np.asarray(jax.vmap(connect_four.metadata)(states).action_mask)
+    w = np.asarray(out.action_weights)
+    assert np.all(w[~mask] == 0), "illegal actions get zero weight"
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(mask[np.arange(3), np.asarray(out.action)]), "chosen move is legal"
+    visits = np.asarray(tree.visits[:, 0])
+    full = np.asarray(out.full_events)
+    # root visits = 1 (its own evaluation) + simulations; children receive those that expanded
+    assert np.all(visits == 1 + 24)
+    assert np.all(np.asarray(out.visit_counts).sum(-1) <= 24)
+    assert np.all(np.asarray(out.visit_counts).sum(-1) + full >= 24 - full)
+    # after reuse: parents and children agree, visits are consistent
+    t2 = advance(tree, out.action)
+    nf = np.asarray(t2.next_free)
+    ch = np.asarray(t2.children)
+    par = np.asarray(t2.parent)
+    vis = np.asarray(t2.visits)
+    for g in range(3):
+        assert nf[g] == 0 or vis[g, 0] == np.asarray(out.visit_counts)[g, int(out.action[g])]
+        for n in range(nf[g]):
+            for a in range(7):
+                c = ch[g, n, a]
+                if c >= 0:
+                    assert c < nf[g] and par[g, c] == n
+            if n > 0:
+                assert 0 <= par[g, n] < n
+                assert vis[g, n] >= 1
+
+
+def test_subtree_reuse_keeps_visits_and_search_adds_simulations(c4_search, connect_four):
+    s, search, advance = c4_search
+    states = play(connect_four, [], batch=2)
+    params = linear_params(connect_four)
+    tree, out = search(s.init(2), params, states, jax.random.PRNGKey(0))
+    a = out.action
+    kept = np.asarray(out.visit_counts)[np.arange(2), np.asarray(a)]
+    tree = advance(tree, a)
+    nxt, _ = jax.vmap(connect_four.step)(states, a, jax.random.split(jax.random.PRNGKey(0), 2))
+    tree, _out2 = search(tree, params, nxt, jax.random.PRNGKey(1))
+    np.testing.assert_array_equal(np.asarray(tree.visits[:, 0]), kept + 24)
+
+
+def test_full_tree_stops_expanding_and_reports_it(connect_four):
+    s = make_search(
+        connect_four, linear_eval_fn(7), selector=puct(), num_simulations=30, max_nodes=8
+    )
+    states = play(connect_four, [], batch=2)
+    tree, out = jax.jit(s.search)(
+        s.init(2), linear_params(connect_four), states, jax.random.PRNGKey(0)
+    )
+    assert np.all(np.asarray(tree.next_free) == 8)
+    assert np.all(np.asarray(out.full_events) > 0)
+    assert np.all(np.asarray(tree.visits[:, 0]) == 31)
+    np.testing.assert_allclose(np.asarray(out.tree_fullness), 1.0)
+
+
+def test_second_call_does_not_recompile_and_same_key_same_result(c4_search, connect_four):
+    s, search, _ = c4_search
+    states = play(connect_four, [3], batch=3)
+    p = linear_params(connect_four)
+    _, o1 = search(s.init(3), p, states, jax.random.PRNGKey(5))
+    n = search._cache_size()
+    _, _o2 = search(s.init(3), p * 1.01, states, jax.random.PRNGKey(5), 0.0)
+    _, o3 = search(s.init(3), p, states, jax.random.PRNGKey(5))
+    assert search._cache_size() == n
+    np.testing.assert_array_equal(np.asarray(o1.visit_counts), np.asarray(o3.visit_counts))
+
+
+def test_gumbel_target_treats_network_output_as_logits_once(tic_tac_toe):
+    logits = jnp.array([[2.0, 1.0, 0.0, -1.0, 0.5, 0.0, 0.0, 0.0, 0.0]])
+
+    def eval_fn(params, obs, key):
+        return jnp.broadcast_to(logits, (obs.shape[0], 9)), jnp.zeros((obs.shape[0],))
+
+    s = make_search(
+        tic_tac_toe, eval_fn, selector=gumbel(gumbel_scale=0.0), num_simulations=1, max_nodes=4
+    )
+    states = play(tic_tac_toe, [], batch=1)
+    # one simulation, value 0 everywhere: completed Q is constant, so the target is softmax(logits)
+    _, out = s.search(s.init(1), None, states, jax.random.PRNGKey(0))
+    np.testing.assert_allclose(
+        np.asarray(out.action_weights[0]), np.asarray(jax.nn.softmax(logits[0])), rtol=1e-5
+    )
+
+
+def test_illegal_actions_never_chosen_even_without_visits(tic_tac_toe):
+    # A network that puts all its prior mass on the occupied squares.
+    def eval_fn(params, obs, key):
+        logit = jnp.where(
+            obs[..., 0].reshape(obs.shape[0], 9) + obs[..., 1].reshape(obs.shape[0], 9) > 0,
+            50.0,
+            0.0,
+        )
+        return logit, jnp.zeros((obs.shape[0],))
+
+    s = make_search(
+        tic_tac_toe, eval_fn, selector=puct(dirichlet_fraction=0.0), num_simulations=1, max_nodes=2
+    )
+    states = play(tic_tac_toe, [0, 4, 8], batch=1)
+    _, out = s.search(s.init(1), None, states, jax.random.PRNGKey(0), 0.0)
+    assert int(out.action[0]) not in (0, 4, 8)
+    assert float(out.action_weights[0, jnp.array([0, 4, 8])].sum()) == 0.0
+
+
+def test_evaluation_selector_has_no_root_noise():
+    assert puct().without_noise().options["dirichlet_fraction"] == 0.0
+    assert muzero_puct().without_noise().options["dirichlet_fraction"] == 0.0
+    assert gumbel().without_noise().options["gumbel_scale"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        (dict(num_simulations=0), "num_simulations"),
+        (dict(max_nodes=1), "max_nodes"),
+        (dict(discount=0.0), "discount"),
+    ],
+)
+def test_bad_search_arguments_name_the_argument(tic_tac_toe, kwargs, name):
+    base = dict(selector=puct(), num_simulations=4, max_nodes=8)
+    with pytest.raises(ValueError, match=name):
+        make_search(tic_tac_toe, uniform_eval_fn(9), **{**base, **kwargs})
+
+
+def test_bad_selector_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="dirichlet_fraction"):
+        puct(dirichlet_fraction=1.5)
+    with pytest.raises(ValueError, match="c_puct"):
+        puct(c_puct=0.0)
+    with pytest.raises(ValueError, match="max_num_considered_actions"):
+        gumbel(max_num_considered_actions=0)
+
+
+def test_negative_temperature_and_wrong_policy_size_are_refused(tic_tac_toe):
+    s = make_search(
+        tic_tac_toe, uniform_eval_fn(9), selector=puct(), num_simulations=2, max_nodes=4
+    )
+    states = play(tic_tac_toe, [], batch=1)
+    with pytest.raises(ValueError, match="temperature"):
+        s.search(s.init(1), None, states, jax.random.PRNGKey(0), -1.0)
+    bad = make_search(
+        tic_tac_toe, uniform_eval_fn(7), selector=puct(), num_simulations=2, max_nodes=4
+    )
+    with pytest.raises(ValueError, match="num_actions"):
+        bad.search(bad.init(1), None, states, jax.random.PRNGKey(0))

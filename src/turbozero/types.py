@@ -7,7 +7,7 @@ Letters used for array shapes throughout the package:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -43,18 +43,11 @@ class StepMetadata(struct.Struct):
     truncated: Array = struct.field(default_factory=lambda: jnp.bool_(False))
 
 
-class EvalFn(Protocol):
-    """The batched, pure network call used by every search and trainer.
-
-    `eval_fn(params, observations [B, ...], key) -> (policy_logits [B, A], value [B])`.
-    The value is for the player to move in each observation. Batch-norm statistics, if any, are
-    part of `params` and used in inference mode. `key` is consumed (networks may ignore it).
-    """
-
-    def __call__(
-        self, params: Params, observations: Array, key: PRNGKey
-    ) -> tuple[Array, Array]: ...
-
+# The batched, pure network call used by every search and trainer:
+# `eval_fn(params, observations [B, ...], key) -> (policy_logits [B, A], value [B])`.
+# The value is for the player to move in each observation. Batch-norm statistics, if any, are part
+# of `params` and used in inference mode. `key` is consumed (networks may ignore it).
+EvalFn = Callable[[Params, Array, PRNGKey], tuple[Array, Array]]
 
 EnvInitFn = Callable[[PRNGKey], tuple[PyTree, StepMetadata]]
 EnvStepFn = Callable[[PyTree, Array, PRNGKey], tuple[PyTree, StepMetadata]]

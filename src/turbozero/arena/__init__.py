@@ -12,6 +12,7 @@ from turbozero.arena.agents import (
 from turbozero.arena.elo import EloPool, fit_elo
 from turbozero.arena.match import MatchResult, Record, play_match, wilson_interval
 from turbozero.arena.records import render_game_svgs, replay_game
+from turbozero.arena.search_agents import alphazero_agent, rollout_mcts_agent
 
 __all__ = [
     "Agent",
@@ -20,6 +21,7 @@ __all__ = [
     "MatchResult",
     "PolicyFn",
     "Record",
+    "alphazero_agent",
     "fit_elo",
     "make_agent",
     "network_agent",
@@ -28,5 +30,6 @@ __all__ = [
     "random_agent",
     "render_game_svgs",
     "replay_game",
+    "rollout_mcts_agent",
     "wilson_interval",
 ]

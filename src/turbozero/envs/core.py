@@ -33,6 +33,12 @@ class Env:
         deterministic: True when `step` ignores its key; subtree reuse in search needs it.
         render_svg: optional host-side function drawing one (unbatched) state as SVG text.
         raw: the wrapped library object, if any (e.g. the `pgx.Env`).
+        action_shape: None for the discrete games above (actions are int32 indices in
+            ``[0, num_actions)``); for a continuous action space, the shape ``[D]`` of one float32
+            action. Continuous environments set ``num_actions = prod(action_shape)`` (the action
+            dimension) and report an all-True ``action_mask`` of that length.
+        action_low, action_high: for continuous spaces, the bounds of each action component
+            (floats or arrays broadcastable to ``action_shape``); None when unbounded or discrete.
     """
 
     name: str
@@ -46,6 +52,14 @@ class Env:
     deterministic: bool = True
     render_svg: Callable[[PyTree], str] | None = None
     raw: Any = None
+    action_shape: tuple[int, ...] | None = None
+    action_low: Any = None
+    action_high: Any = None
+
+    @property
+    def continuous(self) -> bool:
+        """True when actions are float vectors of `action_shape` rather than discrete indices."""
+        return self.action_shape is not None
 
     def __post_init__(self) -> None:
         if self.num_players not in (1, 2):

@@ -1,0 +1,24 @@
+"""AlphaZero: self-play, losses, the trainer and its config (composes search, memory, nets)."""
+
+from turbozero.alphazero.augment import horizontal_flip, square_symmetries
+from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
+from turbozero.alphazero.losses import az_loss
+from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
+from turbozero.alphazero.train import train
+from turbozero.alphazero.trainer import AlphaZero, TrainState, make_alphazero
+
+__all__ = [
+    "AlphaZero",
+    "AlphaZeroConfig",
+    "NetworkConfig",
+    "SearchConfig",
+    "SelfPlay",
+    "SelfPlayState",
+    "TrainState",
+    "az_loss",
+    "horizontal_flip",
+    "make_alphazero",
+    "make_selfplay",
+    "square_symmetries",
+    "train",
+]

@@ -1,0 +1,233 @@
+"""The typed AlphaZero configuration and its presets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from turbozero.config import Config, check_choice, check_range, register_preset
+
+SELECTORS = ("puct", "muzero_puct", "gumbel")
+OPPONENTS_HELP = "random | perfect | mcts:N (rollout MCTS with N simulations) | best"
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig(Config):
+    """The policy-value network."""
+
+    kind: str = "resnet"  # resnet | mlp
+    num_blocks: int = 2
+    num_channels: int = 16
+    hidden: tuple[int, ...] = (128, 128)
+    norm: str = "batch"  # batch | layer
+    value_bins: int = 0  # 0: tanh value + MSE; >= 2: categorical value loss over bins
+
+    def validate(self) -> None:
+        check_choice("network.kind", self.kind, ["resnet", "mlp"])
+        check_range("network.num_blocks", self.num_blocks, low=0)
+        check_range("network.num_channels", self.num_channels, low=1)
+        check_choice("network.norm", self.norm, ["batch", "layer"])
+        if self.value_bins == 1 or self.value_bins < 0:
+            raise ValueError(f"network.value_bins must be 0 or >= 2, got {self.value_bins}")
+        for h in self.hidden:
+            check_range("network.hidden", h, low=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig(Config):
+    """Tree search used by self-play (evaluation uses the same rule without root noise)."""
+
+    selector: str = "puct"
+    num_simulations: int = 32
+    max_nodes: int = 64
+    c_puct: float = 1.25
+    pb_c_init: float = 1.25
+    pb_c_base: float = 19652.0
+    dirichlet_alpha: float = 0.3
+    dirichlet_fraction: float = 0.25
+    max_num_considered_actions: int = 16
+    gumbel_scale: float = 1.0
+    discount: float = 1.0
+    reuse: bool | None = None  # None: on for puct/muzero_puct on deterministic games
+
+    def validate(self) -> None:
+        check_choice("search.selector", self.selector, SELECTORS)
+        check_range("search.num_simulations", self.num_simulations, low=1)
+        check_range("search.max_nodes", self.max_nodes, low=2)
+        check_range("search.c_puct", self.c_puct, low=0, low_inclusive=False)
+        check_range("search.dirichlet_alpha", self.dirichlet_alpha, low=0, low_inclusive=False)
+        check_range("search.dirichlet_fraction", self.dirichlet_fraction, low=0, high=1)
+        check_range("search.max_num_considered_actions", self.max_num_considered_actions, low=1)
+        check_range("search.discount", self.discount, low=0, high=1, low_inclusive=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphaZeroConfig(Config):
+    """Everything a training run needs; the seed is part of it."""
+
+    env: str = "tic_tac_toe"
+    seed: int = 0
+    num_games: int = 64  # self-play games in parallel (the batch B)
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
+    temperature: float = 1.0
+    temperature_moves: int = 10
+    max_episode_steps: int = 512
+    memory_capacity: int = 128  # positions per game; total = num_games * memory_capacity
+    truncation: str = "drop"  # drop | bootstrap
+    augment: bool = False  # store board symmetries as extra positions
+    learning_rate: float = 1e-3
+    lr_warmup_steps: int = 0
+    l2: float = 1e-4
+    max_grad_norm: float = 1.0
+    value_weight: float = 1.0
+    value_scale: float = 1.0
+    train_batch_size: int = 256
+    warmup_steps: int = 8  # self-play steps before the first epoch
+    collection_steps_per_epoch: int = 16
+    train_steps_per_epoch: int = 32
+    num_epochs: int = 20
+    eval_every: int = 1
+    eval_games: int = 64
+    eval_simulations: int = 0  # 0: the self-play simulation count
+    eval_opponents: tuple[str, ...] = ("random",)
+    checkpoint_every: int = 1
+    keep_checkpoints: int | None = 3
+    save_memory: bool = True
+    tensorboard: bool = False
+    wandb_project: str | None = None
+
+    def validate(self) -> None:
+        from turbozero.envs import GAMES
+
+        if ":" not in self.env and self.env not in GAMES:
+            check_choice("env", self.env, sorted(GAMES))
+        check_range("num_games", self.num_games, low=1)
+        check_range("temperature", self.temperature, low=0)
+        check_range("temperature_moves", self.temperature_moves, low=0)
+        check_range("max_episode_steps", self.max_episode_steps, low=1)
+        check_range("memory_capacity", self.memory_capacity, low=1)
+        check_choice("truncation", self.truncation, ["drop", "bootstrap"])
+        check_range("learning_rate", self.learning_rate, low=0, low_inclusive=False)
+        check_range("lr_warmup_steps", self.lr_warmup_steps, low=0)
+        check_range("l2", self.l2, low=0)
+        check_range("max_grad_norm", self.max_grad_norm, low=0, low_inclusive=False)
+        check_range("value_scale", self.value_scale, low=0, low_inclusive=False)
+        check_range("train_batch_size", self.train_batch_size, low=1)
+        check_range("warmup_steps", self.warmup_steps, low=0)
+        check_range("collection_steps_per_epoch", self.collection_steps_per_epoch, low=1)
+        check_range("train_steps_per_epoch", self.train_steps_per_epoch, low=0)
+        check_range("num_epochs", self.num_epochs, low=1)
+        check_range("eval_every", self.eval_every, low=1)
+        check_range("eval_games", self.eval_games, low=2)
+        if self.eval_games % 2:
+            raise ValueError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
+        check_range("eval_simulations", self.eval_simulations, low=0)
+        check_range("checkpoint_every", self.checkpoint_every, low=1)
+        if self.keep_checkpoints is not None:
+            check_range("keep_checkpoints", self.keep_checkpoints, low=1)
+        for opp in self.eval_opponents:
+            ok = opp in ("random", "perfect", "best") or (
+                opp.startswith("mcts:") and opp[5:].isdigit() and int(opp[5:]) > 0
+            )
+            if not ok:
+                raise ValueError(f"eval_opponents entry {opp!r} is not one of: {OPPONENTS_HELP}")
+        if "perfect" in self.eval_opponents and self.env != "tic_tac_toe":
+            raise ValueError("eval_opponents 'perfect' exists only for env 'tic_tac_toe'")
+
+
+@register_preset(
+    "tic_tac_toe",
+    "Tic-tac-toe, MLP, 32 simulations: perfect play in a few minutes on a laptop CPU",
+    algorithm="alphazero",
+)
+def tic_tac_toe() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="tic_tac_toe",
+        num_games=64,
+        network=NetworkConfig(kind="mlp", hidden=(64, 64)),
+        search=SearchConfig(num_simulations=32, max_nodes=48, c_puct=1.25),
+        temperature_moves=4,
+        max_episode_steps=9,
+        memory_capacity=64,
+        augment=True,
+        learning_rate=3e-3,
+        train_batch_size=256,
+        warmup_steps=9,
+        collection_steps_per_epoch=9,
+        train_steps_per_epoch=24,
+        num_epochs=30,
+        eval_every=5,
+        eval_games=64,
+        eval_opponents=("random", "perfect"),
+    )
+
+
+@register_preset(
+    "connect_four",
+    "Connect Four, ResNet 2x32, 32 simulations (30+ minutes on CPU for real strength)",
+    algorithm="alphazero",
+)
+def connect_four() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="connect_four",
+        num_games=128,
+        network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32),
+        search=SearchConfig(num_simulations=32, max_nodes=64),
+        temperature_moves=10,
+        max_episode_steps=42,
+        memory_capacity=128,
+        augment=True,
+        train_batch_size=512,
+        warmup_steps=16,
+        collection_steps_per_epoch=16,
+        train_steps_per_epoch=32,
+        num_epochs=100,
+        eval_every=5,
+        eval_opponents=("random", "mcts:200"),
+    )
+
+
+@register_preset(
+    "othello",
+    "Othello 8x8, ResNet 4x32, 32 simulations (the tutorial's game; hours on CPU)",
+    algorithm="alphazero",
+)
+def othello() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="othello",
+        num_games=64,
+        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
+        search=SearchConfig(num_simulations=32, max_nodes=64),
+        temperature_moves=15,
+        max_episode_steps=80,
+        memory_capacity=256,
+        augment=True,
+        train_batch_size=512,
+        num_epochs=100,
+        eval_every=5,
+        eval_opponents=("random", "best"),
+    )
+
+
+@register_preset(
+    "2048",
+    "2048 (one player), MLP, muzero_puct with min-max normalised Q; chance sampled by the env",
+    algorithm="alphazero",
+)
+def game_2048() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="2048",
+        num_games=64,
+        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
+        search=SearchConfig(
+            selector="muzero_puct", num_simulations=32, max_nodes=64, discount=0.99
+        ),
+        temperature_moves=1000,
+        max_episode_steps=2000,
+        memory_capacity=512,
+        truncation="bootstrap",
+        value_scale=100.0,
+        num_epochs=100,
+        eval_every=5,
+        eval_opponents=(),
+    )

@@ -1,0 +1,235 @@
+"""The AlphaZero training loop: warm-up self-play, then epochs of collection, training steps on
+samples drawn from memory inside the compiled step, evaluation, logging and checkpoints.
+
+Two levels: `make_alphazero(config)` returns the compiled pieces for users who compose them, and
+`train(config, run_dir)` runs the whole loop with a progress bar, `metrics.jsonl`, plots,
+`summary.json` and resumable checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from turbozero import envs, struct
+from turbozero.alphazero.augment import horizontal_flip, square_symmetries
+from turbozero.alphazero.config import AlphaZeroConfig
+from turbozero.alphazero.losses import az_loss
+from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
+from turbozero.envs.core import Env
+from turbozero.memory import make_episode_buffer
+from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
+from turbozero.search import gumbel, make_search, muzero_puct, puct
+from turbozero.types import Array, Params, PRNGKey
+
+
+@struct.dataclass
+class TrainState(struct.Struct):
+    """The whole resumable state of a run."""
+
+    params: Params
+    opt_state: Any
+    selfplay: SelfPlayState
+    key: PRNGKey
+    epoch: Array  # [] int32, epochs finished
+    env_steps: Array  # [] int32, self-play positions played
+    train_steps: Array  # [] int32, gradient steps taken
+
+
+class AlphaZero(NamedTuple):
+    """The configured pieces (pure functions; `train` compiles them once per run)."""
+
+    config: AlphaZeroConfig
+    env: Env
+    module: Any
+    eval_fn: Callable[[Params, Array, PRNGKey], tuple[Array, Array]]
+    selfplay: SelfPlay
+    optimizer: optax.GradientTransformation
+    init: Callable[[PRNGKey], TrainState]
+    collect: Callable[[TrainState, int], tuple[TrainState, dict[str, Array]]]
+    train_steps: Callable[[TrainState, int], tuple[TrainState, dict[str, Array]]]
+
+
+def make_selector(cfg: AlphaZeroConfig):
+    s = cfg.search
+    if s.selector == "puct":
+        return puct(
+            c_puct=s.c_puct,
+            dirichlet_alpha=s.dirichlet_alpha,
+            dirichlet_fraction=s.dirichlet_fraction,
+            normalize_q=False,
+        )
+    if s.selector == "muzero_puct":
+        return muzero_puct(
+            pb_c_init=s.pb_c_init,
+            pb_c_base=s.pb_c_base,
+            dirichlet_alpha=s.dirichlet_alpha,
+            dirichlet_fraction=s.dirichlet_fraction,
+        )
+    return gumbel(
+        max_num_considered_actions=s.max_num_considered_actions, gumbel_scale=s.gumbel_scale
+    )
+
+
+def make_network(cfg: AlphaZeroConfig, env: Env):
+    n = cfg.network
+    if n.kind == "resnet":
+        return AZResnet(
+            AZResnetConfig(
+                policy_head_out_size=env.num_actions,
+                num_blocks=n.num_blocks,
+                num_channels=n.num_channels,
+                norm=n.norm,
+                value_bins=n.value_bins,
+            )
+        )
+    return PolicyValueMLP(
+        num_actions=env.num_actions,
+        hidden=n.hidden,
+        value_bins=n.value_bins,
+        bounded_value=env.num_players == 2,
+    )
+
+
+def augmentations(env: Env):
+    side = {"tic_tac_toe": 3, "go_9x9": 9, "go_19x19": 19, "othello": 8, "hex": 0}.get(env.name)
+    if env.name == "connect_four":
+        return [horizontal_flip(7)]
+    if side:
+        return square_symmetries(side)
+    return []
+
+
+def make_alphazero(config: AlphaZeroConfig) -> AlphaZero:
+    """Build the environment, network, search, memory, self-play and the compiled-step bodies."""
+    cfg = config
+    env = envs.make(cfg.env)
+    module = make_network(cfg, env)
+    support = None
+    if cfg.network.value_bins:
+        support = jnp.linspace(-1.0, 1.0, cfg.network.value_bins)
+
+    def eval_fn(params, obs, key):
+        logits, value = module.apply(params, obs, train=False)
+        if support is not None:
+            value = jnp.sum(jax.nn.softmax(value, -1) * support, -1)
+        return logits, value * cfg.value_scale
+
+    search = make_search(
+        env,
+        eval_fn,
+        selector=make_selector(cfg),
+        num_simulations=cfg.search.num_simulations,
+        max_nodes=cfg.search.max_nodes,
+        discount=cfg.search.discount,
+        reuse=cfg.search.reuse,
+    )
+    augment = augmentations(env) if cfg.augment else []
+    copies = 1 + len(augment)
+    memory = make_episode_buffer(
+        num_games=cfg.num_games,
+        capacity=cfg.memory_capacity * copies,
+        sample_size=cfg.train_batch_size,
+        num_players=env.num_players,
+        discount=cfg.search.discount,
+        truncation=cfg.truncation,
+    )
+    selfplay = make_selfplay(
+        search,
+        memory,
+        batch_size=cfg.num_games,
+        max_episode_steps=cfg.max_episode_steps,
+        temperature=cfg.temperature,
+        temperature_moves=cfg.temperature_moves,
+        augment_fns=augment,
+    )
+    if cfg.lr_warmup_steps:
+        lr = optax.linear_schedule(0.0, cfg.learning_rate, cfg.lr_warmup_steps)
+    else:
+        lr = cfg.learning_rate
+    optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
+
+    def init(key: PRNGKey) -> TrainState:
+        k_net, k_play, key = jax.random.split(key, 3)
+        example = env.observe(env.init(jax.random.PRNGKey(0))[0])
+        params = init_params(module, example, k_net)
+        trainable = params["params"]
+        return TrainState(
+            params=params,
+            opt_state=optimizer.init(trainable),
+            selfplay=selfplay.init(k_play),
+            key=key,
+            epoch=jnp.int32(0),
+            env_steps=jnp.int32(0),
+            train_steps=jnp.int32(0),
+        )
+
+    def collect(state: TrainState, num_steps: int):
+        key, sub = jax.random.split(state.key)
+        sp, metrics = selfplay.collect(state.selfplay, state.params, sub, num_steps=num_steps)
+        return state.replace(
+            selfplay=sp,
+            key=key,
+            env_steps=state.env_steps + num_steps * cfg.num_games,
+        ), metrics
+
+    def train_steps(state: TrainState, num_steps: int):
+        memory_state = state.selfplay.memory
+
+        def one_step(carry, key):
+            params, opt_state = carry
+            sample = memory.sample(memory_state, key)
+            batch = dict(
+                observation=sample.experience["observation"],
+                policy=sample.experience["policy"],
+                mask=sample.experience["mask"],
+                outcome=sample.outcome,
+                valid=sample.valid,
+            )
+
+            def loss_fn(trainable):
+                return az_loss(
+                    {**params, "params": trainable},
+                    batch,
+                    apply_fn=module.apply,
+                    value_weight=cfg.value_weight,
+                    l2=cfg.l2,
+                    value_support=support,
+                    value_scale=cfg.value_scale,
+                )
+
+            (_, (metrics, new_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+                params["params"]
+            )
+            updates, opt_state = optimizer.update(grads, opt_state, params["params"])
+            new_params = {**params, "params": optax.apply_updates(params["params"], updates)}
+            if new_stats is not None:
+                new_params["batch_stats"] = new_stats
+            return (new_params, opt_state), metrics
+
+        key, sub = jax.random.split(state.key)
+        (params, opt_state), metrics = jax.lax.scan(
+            one_step, (state.params, state.opt_state), jax.random.split(sub, num_steps)
+        )
+        return state.replace(
+            params=params,
+            opt_state=opt_state,
+            key=key,
+            train_steps=state.train_steps + num_steps,
+        ), jax.tree_util.tree_map(jnp.mean, metrics)
+
+    return AlphaZero(
+        config=cfg,
+        env=env,
+        module=module,
+        eval_fn=eval_fn,
+        selfplay=selfplay,
+        optimizer=optimizer,
+        init=init,
+        collect=collect,
+        train_steps=train_steps,
+    )

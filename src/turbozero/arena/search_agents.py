@@ -1,0 +1,110 @@
+"""Agents built on the search: AlphaZero (network + search) and pure rollout MCTS."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from turbozero.arena.agents import Agent, AgentOutput, make_agent
+from turbozero.envs.core import Env
+from turbozero.search import Search, Selector, make_search, puct
+from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
+
+
+class SearchPolicy:
+    """`policy_fn` running a fresh search on every call (hashed by identity: build it once)."""
+
+    def __init__(self, search: Search, temperature: float):
+        self.search = search
+        self.temperature = temperature
+
+    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+        B = jax.tree_util.tree_leaves(states)[0].shape[0]
+        _, out = self.search.search(
+            self.search.init(B), params, states, key, jnp.float32(self.temperature)
+        )
+        return AgentOutput(action=out.action, weights=out.action_weights, value=out.root_value)
+
+
+def alphazero_agent(
+    env: Env,
+    eval_fn: EvalFn,
+    params: Params,
+    *,
+    num_simulations: int,
+    max_nodes: int | None = None,
+    selector: Selector | None = None,
+    temperature: float = 0.0,
+    root_noise: bool = False,
+    name: str = "alphazero",
+) -> Agent:
+    """Network + search; temperature 0 plays the search's best move; no root noise unless asked."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    selector = selector or puct()
+    if not root_noise:
+        selector = selector.without_noise()
+    search = make_search(
+        env,
+        eval_fn,
+        selector=selector,
+        num_simulations=num_simulations,
+        max_nodes=max_nodes or num_simulations + 1,
+        reuse=False,
+    )
+    return make_agent(SearchPolicy(search, temperature), params, name=name)
+
+
+def rollout_value_fn(env: Env, *, max_rollout_steps: int = 512):
+    """`state_eval_fn` valuing each state by one uniformly random playout (uniform prior)."""
+
+    def evaluate(params: Params, states: PyTree, key: PRNGKey) -> tuple[Array, Array]:
+        B = jax.tree_util.tree_leaves(states)[0].shape[0]
+        md = jax.vmap(env.metadata)(states)
+        mover = md.cur_player_id
+
+        def cond(c):
+            _, md, _, _, t = c
+            return jnp.any(~(md.terminated | md.truncated)) & (t < max_rollout_steps)
+
+        def body(c):
+            s, md, total, key, t = c
+            key, k_a, k_s = jax.random.split(key, 3)
+            logits = jnp.where(md.action_mask, 0.0, -jnp.inf)
+            a = jax.random.categorical(k_a, logits).astype(jnp.int32)
+            over = md.terminated | md.truncated
+            s2, md2 = jax.vmap(env.step)(s, a, jax.random.split(k_s, B))
+            s = jax.tree_util.tree_map(
+                lambda n, o: jnp.where(over.reshape((-1,) + (1,) * (n.ndim - 1)), o, n), s2, s
+            )
+            md = jax.tree_util.tree_map(
+                lambda n, o: jnp.where(over.reshape((-1,) + (1,) * (n.ndim - 1)), o, n), md2, md
+            )
+            total = total + jnp.where(over[:, None], 0.0, md2.rewards)
+            return s, md, total, key, t + 1
+
+        total0 = jnp.zeros((B, env.num_players), jnp.float32)
+        _, _, total, _, _ = jax.lax.while_loop(cond, body, (states, md, total0, key, 0))
+        value = total[jnp.arange(B), mover]
+        return jnp.zeros((B, env.num_actions), jnp.float32), value
+
+    return evaluate
+
+
+def rollout_mcts_agent(
+    env: Env,
+    *,
+    num_simulations: int,
+    c_puct: float = 1.4,
+    name: str | None = None,
+) -> Agent:
+    """Pure MCTS with random rollouts: a strength ladder that needs no network."""
+    search = make_search(
+        env,
+        state_eval_fn=rollout_value_fn(env),
+        selector=puct(c_puct=c_puct, dirichlet_fraction=0.0),
+        num_simulations=num_simulations,
+        max_nodes=num_simulations + 1,
+        reuse=False,
+    )
+    return make_agent(SearchPolicy(search, 0.0), None, name=name or f"mcts:{num_simulations}")

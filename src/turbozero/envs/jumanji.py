@@ -1,0 +1,201 @@
+"""Adapter for jumanji environments (single-agent puzzles and routing problems).
+
+The observation is flattened: every array leaf of jumanji's observation except `action_mask` is cast
+to float32, raveled and concatenated in pytree order, giving `observation_shape = (F,)`. A leaf
+called `action_mask` becomes the contract's `action_mask`.
+
+Action spaces: `DiscreteArray` gives `num_actions = num_values`; `MultiDiscreteArray` (e.g.
+Minesweeper's `[row, col]`) is flattened into one index `a` in `[0, prod(num_values))`, unravelled
+row-major before stepping; when its observation carries a multi-dimensional `action_mask` of the
+same shape, the mask is raveled the same way. `BoundedArray` float specs give a continuous `Env`.
+
+jumanji marks the last step with `step_type == LAST`; a zero discount means termination, a non-zero
+one truncation (a time limit). As with the other adapters, a finished episode stays frozen with zero
+reward until the caller resets it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from turbozero import struct
+from turbozero.envs.core import Env
+from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
+
+
+@struct.dataclass
+class JumanjiState(struct.Struct):
+    """A jumanji state with what the last `init`/`step` produced.
+
+    Attributes:
+        inner: the jumanji environment state.
+        observation: `[F]` float32 flattened observation.
+        metadata: what the last `init`/`step` reported.
+    """
+
+    inner: PyTree
+    observation: Array
+    metadata: StepMetadata
+
+
+def _split_observation(obs: PyTree) -> tuple[list[Array], Array | None]:
+    mask = getattr(obs, "action_mask", None)
+    if mask is None and isinstance(obs, dict):
+        mask = obs.get("action_mask")
+    leaves = []
+    for path, leaf in jax.tree_util.tree_leaves_with_path(obs):
+        last = path[-1] if path else None
+        name = getattr(last, "name", None) or getattr(last, "key", None)
+        if name == "action_mask":
+            continue
+        leaves.append(leaf)
+    return leaves, mask
+
+
+def make_jumanji(name: str) -> Env:
+    """A jumanji environment by its registered id (``"Snake-v1"``, ``"Minesweeper-v0"``, ...).
+
+    Args:
+        name: the id given to `jumanji.make`.
+
+    Returns:
+        A one-player `Env` named ``"jumanji:<name>"`` whose states are `JumanjiState` and whose
+        observations are flat float32 vectors.
+
+    Raises:
+        ImportError: when jumanji is not installed.
+        ValueError: for an unknown id or an unsupported action spec.
+    """
+    try:
+        import jumanji
+        from jumanji import specs
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise ImportError(
+            "jumanji environments need the 'jumanji' package: pip install 'turbozero[envs]'"
+        ) from e
+    known = list(jumanji.registered_environments())
+    if name not in known:
+        import difflib
+
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ValueError(f"unknown jumanji environment {name!r}.{hint}")
+    env = jumanji.make(name)
+    spec = env.action_spec
+    action_shape: tuple[int, ...] | None = None
+    low = high = None
+    multi: tuple[int, ...] | None = None
+    if isinstance(spec, specs.DiscreteArray):
+        num_actions = int(spec.num_values)
+    elif isinstance(spec, specs.MultiDiscreteArray):
+        multi = tuple(int(n) for n in np.asarray(spec.num_values).reshape(-1))
+        num_actions = math.prod(multi)
+    elif isinstance(spec, specs.BoundedArray) and np.issubdtype(spec.dtype, np.floating):
+        action_shape = tuple(int(d) for d in spec.shape) or (1,)
+        num_actions = math.prod(action_shape)
+        low = np.broadcast_to(np.asarray(spec.minimum, np.float32), action_shape).copy()
+        high = np.broadcast_to(np.asarray(spec.maximum, np.float32), action_shape).copy()
+    else:
+        raise ValueError(
+            f"jumanji environment {name!r} has action spec {type(spec).__name__}; supported: "
+            f"DiscreteArray, MultiDiscreteArray, float BoundedArray"
+        )
+    env_action_shape = tuple(int(d) for d in spec.shape)
+
+    def _flatten(obs: PyTree) -> tuple[Array, Array]:
+        leaves, mask = _split_observation(obs)
+        flat = jnp.concatenate([jnp.ravel(jnp.asarray(x, jnp.float32)) for x in leaves])
+        if mask is None or action_shape is not None:
+            mask = jnp.ones((num_actions,), jnp.bool_)
+        else:
+            mask = jnp.asarray(mask, jnp.bool_)
+            if mask.size == num_actions:
+                mask = jnp.reshape(mask, (num_actions,))
+            elif multi is not None:  # a factorised mask per component: outer product
+                parts = []
+                offset = 0
+                for n in multi:
+                    parts.append(jnp.ravel(mask)[offset : offset + n])
+                    offset += n
+                full = parts[0]
+                for p in parts[1:]:
+                    full = (full[:, None] & p[None, :]).reshape(-1)
+                mask = full
+            else:
+                mask = jnp.ones((num_actions,), jnp.bool_)
+        return flat, mask
+
+    def _metadata(ts, mask: Array, step: ArrayLike) -> StepMetadata:
+        last = ts.last()
+        terminated = last & (ts.discount == 0)
+        return StepMetadata(
+            rewards=jnp.reshape(jnp.asarray(ts.reward, jnp.float32), (1,)),
+            action_mask=mask,
+            terminated=jnp.asarray(terminated, jnp.bool_),
+            cur_player_id=jnp.int32(0),
+            step=jnp.asarray(step, jnp.int32),
+            truncated=jnp.asarray(last & ~terminated, jnp.bool_),
+        )
+
+    def init(key: PRNGKey) -> tuple[JumanjiState, StepMetadata]:
+        inner, ts = env.reset(key)
+        obs, mask = _flatten(ts.observation)
+        md = _metadata(ts, mask, 0)
+        md = md.replace(
+            rewards=jnp.zeros((1,), jnp.float32),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
+        )
+        return JumanjiState(inner, obs, md), md
+
+    def _env_action(action: Array) -> Array:
+        if action_shape is not None:
+            a = jnp.broadcast_to(jnp.asarray(action, jnp.float32), action_shape)
+            return jnp.reshape(a, env_action_shape).astype(spec.dtype)
+        if multi is not None:
+            parts = jnp.unravel_index(jnp.asarray(action, jnp.int32), multi)
+            return jnp.reshape(jnp.stack(parts), env_action_shape).astype(spec.dtype)
+        return jnp.asarray(action, spec.dtype)
+
+    def step(state: JumanjiState, action: Array, key: PRNGKey) -> tuple[JumanjiState, StepMetadata]:
+        del key  # jumanji draws its randomness from the state
+        inner, ts = env.step(state.inner, _env_action(action))
+        obs, mask = _flatten(ts.observation)
+        old = state.metadata
+        md = _metadata(ts, mask, old.step + 1)
+        stepped = JumanjiState(inner, obs, md)
+        finished = old.terminated | old.truncated
+        frozen = state.replace(metadata=old.replace(rewards=jnp.zeros_like(old.rewards)))
+        new = jax.tree.map(lambda f, s: jnp.where(finished, f, s), frozen, stepped)
+        return new, new.metadata
+
+    def observe(state: JumanjiState) -> Array:
+        return state.observation
+
+    def metadata(state: JumanjiState) -> StepMetadata:
+        return state.metadata
+
+    obs_shape = tuple(
+        int(d)
+        for d in jax.eval_shape(lambda k: init(k)[0].observation, jax.random.PRNGKey(0)).shape
+    )
+    return Env(
+        name=f"jumanji:{name}",
+        num_players=1,
+        num_actions=num_actions,
+        observation_shape=obs_shape,
+        init=init,
+        step=step,
+        observe=observe,
+        metadata=metadata,
+        deterministic=False,
+        raw=env,
+        action_shape=action_shape,
+        action_low=low,
+        action_high=high,
+    )

@@ -1,0 +1,76 @@
+"""Checkpoints with orbax: atomic saves (written to a temporary directory, then renamed), rotation
+of the last K, and a JSON side record (format version, config, counters) per checkpoint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+FORMAT_VERSION = 1
+
+
+class Checkpointer:
+    """Save and restore whole training states (any pytree of arrays) under one directory."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, keep: int | None = 3):
+        if keep is not None and keep < 1:
+            raise ValueError(f"keep must be >= 1 or None (keep all), got {keep}")
+        self.directory = Path(directory).absolute()
+        self.manager = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, create=True, enable_async_checkpointing=False
+            ),
+            item_names=("state", "meta"),
+        )
+
+    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        meta = {**meta, "format_version": FORMAT_VERSION, "step": int(step)}
+        self.manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+            ),
+            force=True,
+        )
+        self.manager.wait_until_finished()
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        return list(self.manager.all_steps())
+
+    def restore_meta(self, step: int | None = None) -> dict[str, Any]:
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return dict(out["meta"])
+
+    def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """Restore the state with the structure, shapes and dtypes of `like`."""
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, like)
+        out = self.manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+            ),
+        )
+        meta = dict(out["meta"])
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(
+                f"checkpoint format {meta.get('format_version')} in {self.directory} is not the "
+                f"supported version {FORMAT_VERSION}"
+            )
+        return out["state"], meta
+
+    def close(self) -> None:
+        self.manager.close()

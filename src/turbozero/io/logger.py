@@ -1,0 +1,102 @@
+"""Metrics logging: `metrics.jsonl` always; a rich progress bar on a terminal, plain lines
+otherwise; TensorBoard and Weights & Biases when switched on in the config (optional extras)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from turbozero.io.rundir import RunDir
+
+SHOWN = ("loss", "policy_loss", "value_loss", "positions_per_s", "eval/score", "eval/return")
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+class MetricsLogger:
+    """Write each epoch's row to the run directory and show progress."""
+
+    def __init__(
+        self,
+        run_dir: RunDir,
+        *,
+        total_epochs: int,
+        progress: bool | None = None,
+        config: Any = None,
+    ):
+        self.run_dir = run_dir
+        self.total = total_epochs
+        self.progress_on = sys.stdout.isatty() if progress is None else progress
+        self._progress: Any = None
+        self._task: Any = None
+        self._tb: Any = None
+        self._wandb: Any = None
+        if config is not None and getattr(config, "tensorboard", False):
+            try:
+                from tensorboardX import SummaryWriter
+            except ImportError as e:
+                raise ImportError(
+                    "tensorboard=True needs `pip install turbozero[tensorboard]`"
+                ) from e
+            self._tb = SummaryWriter(str(run_dir.path / "tensorboard"))
+        if config is not None and getattr(config, "wandb_project", None):
+            try:
+                import wandb
+            except ImportError as e:
+                raise ImportError("wandb_project needs `pip install turbozero[wandb]`") from e
+            self._wandb = wandb.init(project=config.wandb_project, config=config.to_dict())
+
+    def __enter__(self) -> MetricsLogger:
+        if self.progress_on:
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]epoch {task.completed}/{task.total}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("train", total=self.total, info="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+    def info(self, message: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(message)
+        else:
+            print(message, flush=True)
+
+    def epoch(self, row: dict[str, Any]) -> None:
+        self.run_dir.append_metrics(row)
+        shown = {k: _fmt(row[k]) for k in SHOWN if k in row}
+        if self._progress is not None:
+            info = "  ".join(f"{k}={v}" for k, v in shown.items())
+            self._progress.update(self._task, completed=row["epoch"], info=info)
+            self._progress.console.print(f"Epoch {row['epoch']}: {shown}")
+        else:
+            print(f"Epoch {row['epoch']}: {shown}", flush=True)
+        step = int(row.get("env_steps", row["epoch"]))
+        numeric = {k: v for k, v in row.items() if isinstance(v, int | float)}
+        if self._tb is not None:
+            for k, v in numeric.items():
+                self._tb.add_scalar(k, v, step)
+        if self._wandb is not None:
+            self._wandb.log(numeric, step=step)

@@ -1,0 +1,45 @@
+"""PNG plots of a run's `metrics.jsonl`: losses, throughput, evaluation results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+GROUPS = {
+    "losses": ("loss", "policy_loss", "value_loss", "policy_kl", "value_mae"),
+    "throughput": ("positions_per_s", "train_steps_per_s", "simulations_per_s", "tree_fullness"),
+}
+
+
+def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Write `losses.png`, `throughput.png` and `evaluation.png` (what the rows hold)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    groups = dict(GROUPS)
+    groups["evaluation"] = tuple(
+        sorted({k for r in rows for k in r if k.startswith(("eval/", "elo"))})
+    )
+    for name, keys in groups.items():
+        present = [k for k in keys if any(k in r and r[k] is not None for r in rows)]
+        if not present:
+            continue
+        fig, axes = plt.subplots(len(present), 1, figsize=(7, 2.2 * len(present)), squeeze=False)
+        for ax, k in zip(axes[:, 0], present, strict=True):
+            xs = [r["env_steps"] for r in rows if r.get(k) is not None]
+            ys = [r[k] for r in rows if r.get(k) is not None]
+            ax.plot(xs, ys, marker="." if len(xs) < 30 else None)
+            ax.set_ylabel(k, fontsize=8)
+            ax.grid(alpha=0.3)
+        axes[-1, 0].set_xlabel("environment steps")
+        fig.tight_layout()
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,162 @@
+"""A plain ring buffer of transitions, sampled uniformly with replacement.
+
+It holds any pytree. `add` writes a batch of `T` transitions at the ring position, overwriting the
+oldest ones once full; `sample` draws `batch_size` of the filled slots uniformly. The argument order
+(`sample(state, batch_size, key)`) follows the reference document its users know.
+
+Sampling an empty buffer is an error. Outside `jit` it raises `ValueError`. Under `jit` the fill
+level is not known while tracing, so the batch is poisoned instead: floating-point leaves are NaN,
+so a loss computed from them is NaN rather than silently trained on zeros (integer and bool leaves
+are zero). Check `state.size > 0` first when that matters.
+
+Shape letters: `C` capacity, `T` transitions per `add`, `S` batch size, `...` one leaf's shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from turbozero import struct
+from turbozero.types import Array, PRNGKey, PyTree
+
+
+@struct.dataclass
+class UniformBufferState(struct.Struct):
+    """Contents of a uniform ring buffer.
+
+    Attributes:
+        data: the stored pytree, every leaf `[C, ...]`.
+        position: `[]` int32, the slot the next transition is written to.
+        size: `[]` int32, filled slots, at most `C`.
+    """
+
+    data: PyTree  # leaves [C, ...]
+    position: Array  # []
+    size: Array  # []
+
+
+class UniformBuffer(NamedTuple):
+    """Pure functions of a uniform ring buffer (see `make_uniform_buffer`).
+
+    Attributes:
+        init: `init(sample_transition) -> UniformBufferState`; one unbatched transition.
+        add: `add(state, transitions) -> state`; leaves `[T, ...]` with `T <= capacity`.
+        sample: `sample(state, batch_size, key) -> (state, batch)`; leaves `[S, ...]`.
+            `batch_size` is a Python int (static under `jit`).
+        add_and_sample: `add_and_sample(state, transitions, batch_size, key) -> (state, batch)`.
+    """
+
+    init: Callable[[PyTree], UniformBufferState]
+    add: Callable[[UniformBufferState, PyTree], UniformBufferState]
+    sample: Callable[[UniformBufferState, int, PRNGKey], tuple[UniformBufferState, PyTree]]
+    add_and_sample: Callable[
+        [UniformBufferState, PyTree, int, PRNGKey], tuple[UniformBufferState, PyTree]
+    ]
+
+
+def make_uniform_buffer(*, capacity: int) -> UniformBuffer:
+    """Builds a ring buffer of `capacity` transitions.
+
+    Args:
+        capacity: `C`, transitions held, >= 1.
+
+    Returns:
+        A `UniformBuffer` of pure, jit-able functions (mark `batch_size` static under `jit`).
+
+    Raises:
+        ValueError: `capacity` is out of range.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> buffer = make_uniform_buffer(capacity=4)
+        >>> state = buffer.init({"x": jnp.float32(0)})
+        >>> state = buffer.add(state, {"x": jnp.arange(3, dtype=jnp.float32)})
+        >>> state = buffer.add(state, {"x": jnp.arange(3, 6, dtype=jnp.float32)})
+        >>> state.data["x"].tolist(), int(state.size)
+        ([4.0, 5.0, 2.0, 3.0], 4)
+        >>> state, batch = buffer.sample(state, 3, jax.random.PRNGKey(0))
+        >>> batch["x"].shape
+        (3,)
+    """
+    if not isinstance(capacity, int) or capacity < 1:
+        raise ValueError(f"capacity must be an integer >= 1, got {capacity!r}")
+
+    def init(sample_transition: PyTree) -> UniformBufferState:
+        data = jax.tree.map(
+            lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.result_type(x)), sample_transition
+        )
+        return UniformBufferState(data=data, position=jnp.int32(0), size=jnp.int32(0))
+
+    def add(state: UniformBufferState, transitions: PyTree) -> UniformBufferState:
+        stored_def = jax.tree.structure(state.data)
+        given_def = jax.tree.structure(transitions)
+        if given_def != stored_def:  # type: ignore[operator]
+            raise ValueError(
+                f"transitions must have the structure of the sample transition given to init: "
+                f"expected {stored_def}, got {given_def}"
+            )
+        num = None
+        for (path, stored), given in zip(
+            jax.tree_util.tree_flatten_with_path(state.data)[0],
+            jax.tree.leaves(transitions),
+            strict=True,
+        ):
+            where = jax.tree_util.keystr(path) or "transitions"
+            shape = tuple(jnp.shape(given))
+            if len(shape) != stored.ndim or shape[1:] != stored.shape[1:]:
+                raise ValueError(
+                    f"transition leaf {where} must have shape [T, *{stored.shape[1:]}] (a batch of "
+                    f"the sample transition's shape), got {shape}"
+                )
+            if jnp.result_type(given) != stored.dtype:
+                raise ValueError(
+                    f"transition leaf {where} must have dtype {stored.dtype} like the sample "
+                    f"transition, got {jnp.result_type(given)}"
+                )
+            if num is None:
+                num = shape[0]
+            elif shape[0] != num:
+                raise ValueError(
+                    f"all transition leaves must share the leading size T, got {num} and "
+                    f"{shape[0]} (leaf {where})"
+                )
+        if num is None or num < 1:
+            raise ValueError("add needs at least one transition (T >= 1)")
+        if num > capacity:
+            raise ValueError(f"cannot add T={num} transitions to a buffer of capacity {capacity}")
+
+        index = (state.position + jnp.arange(num)) % capacity
+        data = jax.tree.map(lambda buf, x: buf.at[index].set(x), state.data, transitions)
+        return state.replace(
+            data=data,
+            position=(state.position + num) % capacity,
+            size=jnp.minimum(state.size + num, capacity),
+        )
+
+    def sample(
+        state: UniformBufferState, batch_size: int, key: PRNGKey
+    ) -> tuple[UniformBufferState, PyTree]:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if not isinstance(state.size, jax.core.Tracer) and int(state.size) == 0:
+            raise ValueError("sample called on an empty buffer: add transitions first")
+        filled = state.size > 0
+        index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
+
+        def gather(leaf: Array) -> Array:
+            picked = leaf[index]
+            poison = jnp.nan if jnp.issubdtype(leaf.dtype, jnp.inexact) else 0
+            return jnp.where(filled, picked, jnp.full_like(picked, poison))
+
+        return state, jax.tree.map(gather, state.data)
+
+    def add_and_sample(
+        state: UniformBufferState, transitions: PyTree, batch_size: int, key: PRNGKey
+    ) -> tuple[UniformBufferState, PyTree]:
+        return sample(add(state, transitions), batch_size, key)
+
+    return UniformBuffer(init=init, add=add, sample=sample, add_and_sample=add_and_sample)

@@ -1,0 +1,100 @@
+"""The AlphaZero residual network (flax linen), for board observations `[B, H, W, C]`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from turbozero.types import Array
+
+
+@dataclasses.dataclass(frozen=True)
+class AZResnetConfig:
+    """Sizes of the AlphaZero ResNet.
+
+    Attributes:
+        policy_head_out_size: number of actions `A`.
+        num_blocks: residual blocks, >= 0.
+        num_channels: channels of every convolution, >= 1.
+        norm: "batch" (statistics kept in `params["batch_stats"]`) or "layer".
+        value_bins: 0 for a scalar tanh value head, else the number of value-bin logits.
+        model_type: accepted for compatibility with the tutorial; must be "resnet".
+    """
+
+    policy_head_out_size: int
+    num_blocks: int = 2
+    num_channels: int = 16
+    norm: str = "batch"
+    value_bins: int = 0
+    model_type: str = "resnet"
+
+    def __post_init__(self) -> None:
+        if self.policy_head_out_size < 1:
+            raise ValueError(f"policy_head_out_size must be >= 1, got {self.policy_head_out_size}")
+        if self.num_blocks < 0:
+            raise ValueError(f"num_blocks must be >= 0, got {self.num_blocks}")
+        if self.num_channels < 1:
+            raise ValueError(f"num_channels must be >= 1, got {self.num_channels}")
+        if self.norm not in ("batch", "layer"):
+            raise ValueError(f"norm must be 'batch' or 'layer', got {self.norm!r}")
+        if self.value_bins < 0 or self.value_bins == 1:
+            raise ValueError(f"value_bins must be 0 or >= 2, got {self.value_bins}")
+        if self.model_type != "resnet":
+            raise ValueError(f"model_type must be 'resnet', got {self.model_type!r}")
+
+
+class _Norm(nn.Module):
+    kind: str
+
+    @nn.compact
+    def __call__(self, x: Array, train: bool) -> Array:
+        if self.kind == "batch":
+            return nn.BatchNorm(use_running_average=not train, momentum=0.9)(x)
+        return nn.LayerNorm()(x)
+
+
+class _Block(nn.Module):
+    channels: int
+    norm: str
+
+    @nn.compact
+    def __call__(self, x: Array, train: bool) -> Array:
+        y = nn.Conv(self.channels, (3, 3), use_bias=False)(x)
+        y = nn.relu(_Norm(self.norm)(y, train))
+        y = nn.Conv(self.channels, (3, 3), use_bias=False)(y)
+        y = _Norm(self.norm)(y, train)
+        return nn.relu(x + y)
+
+
+class AZResnet(nn.Module):
+    """Torso of residual blocks, a policy head (logits `[B, A]`) and a value head.
+
+    The value head returns `[B]` in [-1, 1] (tanh), or `[B, K]` bin logits when
+    `config.value_bins > 0`. Vector observations `[B, D]` are treated as `[B, 1, 1, D]`.
+    """
+
+    config: AZResnetConfig
+
+    @nn.compact
+    def __call__(self, x: Array, train: bool = False) -> tuple[Array, Array]:
+        cfg = self.config
+        x = x.astype(jnp.float32)
+        if x.ndim == 2:
+            x = x[:, None, None, :]
+        elif x.ndim == 3:
+            x = x[..., None]
+        x = nn.Conv(cfg.num_channels, (3, 3), use_bias=False)(x)
+        x = nn.relu(_Norm(cfg.norm)(x, train))
+        for _ in range(cfg.num_blocks):
+            x = _Block(cfg.num_channels, cfg.norm)(x, train)
+        p = nn.Conv(2, (1, 1), use_bias=False)(x)
+        p = nn.relu(_Norm(cfg.norm)(p, train)).reshape(x.shape[0], -1)
+        logits = nn.Dense(cfg.policy_head_out_size)(p)
+        v = nn.Conv(1, (1, 1), use_bias=False)(x)
+        v = nn.relu(_Norm(cfg.norm)(v, train)).reshape(x.shape[0], -1)
+        v = nn.relu(nn.Dense(cfg.num_channels)(v))
+        if cfg.value_bins:
+            return logits, nn.Dense(cfg.value_bins)(v)
+        return logits, jnp.tanh(nn.Dense(1)(v))[:, 0]

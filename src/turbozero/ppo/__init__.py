@@ -1,0 +1,49 @@
+"""Anakin-style PPO: rollouts, GAE, losses and updates compiled as one program per call.
+
+Importing this package registers the PPO presets (`ppo_cartpole`, `ppo_acrobot`, `ppo_pendulum`).
+"""
+
+from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, StepOutput, make_autoreset
+from turbozero.ppo.config import PPOConfig
+from turbozero.ppo.gae import truncated_gae
+from turbozero.ppo.learner import PPO, LearnerState, Transition, absolute_evaluate, make_ppo
+from turbozero.ppo.losses import (
+    clipped_value_loss,
+    entropy_bonus,
+    ppo_clip_loss,
+    ppo_kl_penalty_loss,
+)
+from turbozero.ppo.networks import (
+    ActorCritic,
+    ActorCriticParams,
+    Categorical,
+    DiagGaussian,
+    make_actor_critic,
+)
+from turbozero.ppo.normalize import RunningStats
+from turbozero.ppo.train import train_ppo
+
+__all__ = [
+    "PPO",
+    "ActorCritic",
+    "ActorCriticParams",
+    "AutoResetEnv",
+    "AutoResetState",
+    "Categorical",
+    "DiagGaussian",
+    "LearnerState",
+    "PPOConfig",
+    "RunningStats",
+    "StepOutput",
+    "Transition",
+    "absolute_evaluate",
+    "clipped_value_loss",
+    "entropy_bonus",
+    "make_actor_critic",
+    "make_autoreset",
+    "make_ppo",
+    "ppo_clip_loss",
+    "ppo_kl_penalty_loss",
+    "train_ppo",
+    "truncated_gae",
+]

@@ -1,0 +1,76 @@
+"""Rules of the AlphaZero loss."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from turbozero.alphazero.losses import az_loss, two_hot
+from turbozero.nets import PolicyValueMLP, init_params
+
+
+@pytest.fixture(scope="module")
+def setup():
+    net = PolicyValueMLP(num_actions=4, hidden=(16,))
+    params = init_params(net, jnp.zeros((6,)), jax.random.PRNGKey(0))
+    k = jax.random.split(jax.random.PRNGKey(1), 3)
+    mask = jnp.array([[True, True, False, True]] * 8)
+    policy = jax.nn.softmax(jax.random.normal(k[0], (8, 4)) + jnp.where(mask, 0, -1e9))
+    batch = dict(
+        observation=jax.random.normal(k[1], (8, 6)),
+        policy=policy,
+        mask=mask,
+        outcome=jnp.sign(jax.random.normal(k[2], (8,))),
+        valid=jnp.ones((8,), bool),
+    )
+    return net, params, batch
+
+
+def test_a_loss_step_reduces_the_loss_on_a_fixed_batch(setup):
+    net, params, batch = setup
+    opt = optax.adam(1e-2)
+    loss_fn = lambda p: az_loss(p, batch, apply_fn=net.apply)[0]  # noqa: E731
+    state = opt.init(params)
+    before = float(loss_fn(params))
+    for _ in range(20):
+        g = jax.grad(loss_fn)(params)
+        upd, state = opt.update(g, state)
+        params = optax.apply_updates(params, upd)
+    assert float(loss_fn(params)) < before
+
+
+def test_masked_actions_get_zero_gradient(setup):
+    net, params, batch = setup
+
+    def from_logits(logits):
+        def apply_fn(p, x, train=True):
+            return logits, jnp.zeros((x.shape[0],))
+
+        return az_loss(params, batch, apply_fn=apply_fn, l2=0.0)[0]
+
+    g = jax.grad(from_logits)(jnp.zeros((8, 4)))
+    assert np.all(np.asarray(g)[:, 2] == 0.0)
+    assert np.any(np.asarray(g)[:, 0] != 0.0)
+
+
+def test_invalid_rows_do_not_count(setup):
+    net, params, batch = setup
+    full = az_loss(params, batch, apply_fn=net.apply)[1][0]["policy_loss"]
+    half = dict(batch, valid=batch["valid"].at[4:].set(False))
+    garbage = dict(half, policy=half["policy"].at[4:].set(0.0))
+    a = az_loss(params, half, apply_fn=net.apply)[1][0]["policy_loss"]
+    b = az_loss(params, garbage, apply_fn=net.apply)[1][0]["policy_loss"]
+    assert float(a) == pytest.approx(float(b))
+    assert float(full) != pytest.approx(float(a))
+
+
+def test_two_hot_puts_mass_on_the_two_neighbouring_bins():
+    support = jnp.linspace(-1.0, 1.0, 5)
+    out = np.asarray(two_hot(jnp.array([0.25, -1.0, 1.0]), support))
+    np.testing.assert_allclose(out[0], [0, 0, 0.5, 0.5, 0])
+    np.testing.assert_allclose(out[1], [1, 0, 0, 0, 0])
+    np.testing.assert_allclose(out[2], [0, 0, 0, 0, 1])
+    np.testing.assert_allclose(out.sum(-1), 1.0)

@@ -1,0 +1,105 @@
+"""Self-play records what happened; the trainer compiles once and refuses bad configs."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from turbozero.alphazero import AlphaZeroConfig, NetworkConfig, SearchConfig, make_alphazero
+from turbozero.config import ConfigError
+
+TINY = AlphaZeroConfig(
+    env="tic_tac_toe",
+    num_games=8,
+    network=NetworkConfig(kind="mlp", hidden=(16,)),
+    search=SearchConfig(num_simulations=8, max_nodes=12),
+    temperature_moves=9,
+    max_episode_steps=9,
+    memory_capacity=16,
+    train_batch_size=16,
+    collection_steps_per_epoch=9,
+    train_steps_per_epoch=2,
+    warmup_steps=0,
+    num_epochs=2,
+    eval_games=4,
+)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    az = make_alphazero(TINY)
+    collect = jax.jit(az.collect, static_argnums=1)
+    train_steps = jax.jit(az.train_steps, static_argnums=1)
+    state = az.init(jax.random.PRNGKey(0))
+    return az, collect, train_steps, state
+
+
+def test_selfplay_targets_sum_to_one_and_masks_match_the_board(compiled):
+    az, collect, _, state = compiled
+    state, metrics = collect(state, 9)
+    mem = state.selfplay.memory
+    held = np.asarray(mem.step_index) >= 0
+    exp = jax.tree_util.tree_map(np.asarray, mem.experience)
+    stored = np.asarray(mem.positions_added) > 0
+    assert stored
+    obs, policy, mask = exp["observation"], exp["policy"], exp["mask"]
+    written = np.abs(policy).sum(-1) > 0
+    np.testing.assert_allclose(policy[written].sum(-1), 1.0, rtol=1e-5)
+    # legal = empty squares: neither plane of the observation is set
+    empty = (obs[..., 0] + obs[..., 1]).reshape(*obs.shape[:2], 9) == 0
+    np.testing.assert_array_equal(mask[written], empty[written])
+    assert np.all(policy[written][~mask[written]] == 0)
+    assert float(metrics["episodes"]) > 0
+    del held
+
+
+def test_outcomes_match_a_replay_of_the_moves(compiled):
+    """Every assigned outcome is the final result for the player who moved at that position."""
+    az, collect, _, state = compiled
+    state, _ = collect(state, 9)
+    mem = jax.tree_util.tree_map(np.asarray, state.selfplay.memory)
+    assigned = mem.assigned
+    outcome, player = mem.outcome, mem.player
+    assert assigned.any()
+    # within one finished episode of one game, the two players' outcomes are opposite
+    for g in range(TINY.num_games):
+        for ep in np.unique(mem.episode_id[g][assigned[g]]):
+            sel = assigned[g] & (mem.episode_id[g] == ep)
+            by_player = {p: set(outcome[g][sel & (player[g] == p)].tolist()) for p in (0, 1)}
+            for p in (0, 1):
+                assert len(by_player[p]) <= 1
+            if by_player[0] and by_player[1]:
+                assert by_player[0].pop() == -by_player[1].pop()
+
+
+def test_hot_functions_compile_once_per_run(compiled):
+    az, collect, train_steps, state = compiled
+    state, _ = collect(state, 9)
+    state, _ = train_steps(state, 2)
+    n_collect, n_train = collect._cache_size(), train_steps._cache_size()
+    for _ in range(2):
+        state, _ = collect(state, 9)
+        state, m = train_steps(state, 2)
+    assert (collect._cache_size(), train_steps._cache_size()) == (n_collect, n_train)
+    assert np.isfinite(float(m["loss"]))
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("search.selector=pucct", "search.selector"),
+        ("num_games=0", "num_games"),
+        ("search.dirichlet_fraction=2", "search.dirichlet_fraction"),
+        ("eval_opponents=perfekt", "eval_opponents"),
+        ("colection_steps_per_epoch=3", "collection_steps_per_epoch"),
+    ],
+)
+def test_config_errors_name_the_key_and_choices(override, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        TINY.with_overrides([override])
+
+
+def test_unknown_key_gets_a_suggestion():
+    with pytest.raises(ConfigError, match="Did you mean 'num_games'"):
+        TINY.with_overrides(["num_gmes=3"])

@@ -1,0 +1,67 @@
+"""A whole (tiny) run: files in the run directory, exact resume, no silent overwrite."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from tests.alphazero.test_selfplay_and_trainer import TINY
+from turbozero.alphazero import train
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.rundir import RunDir
+
+CFG = TINY.with_overrides(["eval_every=2", "eval_opponents=random"])
+
+
+def _params(run):
+    ck = Checkpointer(RunDir(run).checkpoints)
+    meta = ck.restore_meta()
+    from turbozero.alphazero import make_alphazero
+
+    az = make_alphazero(CFG)
+    state = az.init(jax.random.PRNGKey(0))
+    restored, _ = ck.restore({"train": state, "best": state.params})
+    ck.close()
+    return restored["train"].params, meta
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "full"
+    summary = train(CFG, run, preset="test", progress=False)
+    return run, summary
+
+
+def test_run_directory_holds_config_metrics_summary_plots_checkpoints(full_run):
+    run, summary = full_run
+    rd = RunDir(run)
+    assert rd.is_run()
+    rows = rd.read_metrics()
+    assert [r["epoch"] for r in rows] == [1, 2]
+    for r in rows:
+        assert {"epoch", "env_steps", "wall_seconds"} <= set(r)
+    for k in ("preset", "env", "epochs", "env_steps", "wall_seconds", "final_metrics", "eval"):
+        assert k in summary
+    assert "eval/random/win" in summary["eval"]
+    assert (rd.plots / "losses.png").exists()
+    assert (rd.path / "best").exists()
+    assert summary["epochs"] == 2
+
+
+def test_existing_run_directory_is_never_overwritten(full_run):
+    run, _ = full_run
+    with pytest.raises(FileExistsError, match="resume"):
+        train(CFG, run, progress=False)
+
+
+def test_stop_and_resume_gives_the_same_parameters_as_an_uninterrupted_run(full_run, tmp_path):
+    run, _ = full_run
+    split = tmp_path / "split"
+    train(CFG, split, progress=False, num_epochs=1)
+    train(CFG, split, progress=False, resume=True)
+    a, meta_a = _params(run)
+    b, meta_b = _params(split)
+    assert meta_a["epoch"] == meta_b["epoch"] == 2
+    jax.tree_util.tree_map(np.testing.assert_array_equal, a, b)
+    assert [r["epoch"] for r in RunDir(split).read_metrics()] == [1, 2]

@@ -1,0 +1,121 @@
+"""The environment contract: ids, conformance check, users' own games."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from turbozero import envs
+from turbozero.types import StepMetadata
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "connect_four", "2048"])
+def test_conformance_check_passes_on_advertised_games(game):
+    envs.check(envs.make(game), batch_size=2, num_steps=12)
+
+
+def test_unknown_id_lists_close_matches():
+    with pytest.raises(ValueError, match="Did you mean 'connect_four'"):
+        envs.make("conect_four")
+
+
+def test_imperfect_information_game_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="imperfect information"):
+        envs.make("kuhn_poker")
+
+
+def test_step_metadata_truncated_defaults_to_false():
+    md = StepMetadata(
+        rewards=jnp.zeros(2), action_mask=jnp.ones(3, bool), terminated=False, cur_player_id=0
+    )
+    assert not bool(md.truncated)
+
+
+def _counter_game(*, bad: str = ""):
+    """A 1-player game: count to 3 by choosing action 1; action 0 ends the game."""
+
+    def md(count, done, reward):
+        mask = jnp.ones((2,), bool)
+        if bad == "no_legal_action":
+            mask = jnp.zeros((2,), bool)
+        rewards = jnp.array([reward], jnp.float32)
+        if bad == "reward_after_termination":
+            rewards = jnp.where(done, 1.0, rewards)
+        player = jnp.int32(5 if bad == "player_out_of_range" else 0)
+        return StepMetadata(
+            rewards=rewards, action_mask=mask, terminated=done, cur_player_id=player, step=count
+        )
+
+    def init(key):
+        return (jnp.int32(0), jnp.bool_(False)), md(jnp.int32(0), jnp.bool_(False), 0.0)
+
+    def step(state, action):
+        count, was_done = state
+        count = count + 1
+        done = was_done | (action == 0) | (count >= 3)
+        reward = jnp.where(done & ~was_done, 1.0, 0.0)
+        return (count, done), md(count, done, reward)
+
+    def observe(state):
+        return jnp.stack([state[0], 3 - state[0]]).astype(jnp.float32)
+
+    return envs.from_functions(init_fn=init, step_fn=step, observe_fn=observe, name=bad or "ok")
+
+
+def test_users_game_with_tutorial_two_argument_step_passes():
+    env = _counter_game()
+    assert env.num_players == 1 and env.num_actions == 2 and env.deterministic
+    envs.check(env, batch_size=2, num_steps=6)
+
+
+@pytest.mark.parametrize(
+    "rule", ["no_legal_action", "reward_after_termination", "player_out_of_range"]
+)
+def test_check_names_the_violated_rule(rule):
+    with pytest.raises(envs.EnvCheckError) as info:
+        envs.check(_counter_game(bad=rule), batch_size=2, num_steps=6)
+    assert rule in info.value.violations
+
+
+def test_check_names_a_step_that_cannot_be_traced():
+    env = _counter_game()
+
+    def broken_step(state, action, key):
+        raise RuntimeError("boom")
+
+    bad = envs.Env(
+        name="broken",
+        num_players=1,
+        num_actions=2,
+        observation_shape=(2,),
+        init=env.init,
+        step=broken_step,
+        observe=env.observe,
+        metadata=env.metadata,
+    )
+    with pytest.raises(envs.EnvCheckError) as info:
+        envs.check(bad)
+    assert "step_not_jittable" in info.value.violations
+
+
+def test_three_player_games_are_refused():
+    env = _counter_game()
+    with pytest.raises(ValueError, match="num_players"):
+        envs.Env(
+            name="x",
+            num_players=3,
+            num_actions=2,
+            observation_shape=(2,),
+            init=env.init,
+            step=env.step,
+            observe=env.observe,
+            metadata=env.metadata,
+        )
+
+
+def test_pgx_metadata_matches_the_state(connect_four):
+    state, md = connect_four.init(jax.random.PRNGKey(0))
+    assert md.rewards.shape == (2,) and md.action_mask.shape == (7,)
+    state, md = connect_four.step(state, jnp.int32(3), jax.random.PRNGKey(1))
+    assert int(md.step) == 1 and int(md.cur_player_id) == int(state.current_player)

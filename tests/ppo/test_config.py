@@ -1,0 +1,53 @@
+"""PPOConfig validation names the offending key; presets are registered and valid."""
+
+from __future__ import annotations
+
+import pytest
+
+from turbozero.config import ConfigError, get_preset
+from turbozero.ppo import PPOConfig, make_ppo
+
+
+def test_minibatches_must_divide_the_batch_and_the_error_says_so():
+    with pytest.raises(
+        ConfigError, match=r"num_minibatches must divide num_envs \* rollout_length"
+    ):
+        PPOConfig(num_envs=3, rollout_length=5, num_minibatches=4)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("gamma", 1.5),
+        ("clip_eps", 0.0),
+        ("num_envs", 0),
+        ("loss", "ppo2"),
+        ("lr_schedule", "cosine"),
+        ("actor_lr", -1.0),
+        ("activation", "sigmoid"),
+    ],
+)
+def test_out_of_range_values_name_their_key(key, value):
+    with pytest.raises(ConfigError, match=key):
+        PPOConfig(**{key: value})
+
+
+def test_updates_per_eval_must_divide_updates():
+    with pytest.raises(ConfigError, match="num_updates_per_eval"):
+        PPOConfig(num_updates=10, num_updates_per_eval=3)
+
+
+def test_overrides_parse_and_unknown_keys_are_refused():
+    cfg = PPOConfig().with_overrides(["num_envs=8", "actor_hidden=32,32"])
+    assert cfg.num_envs == 8 and cfg.actor_hidden == (32, 32)
+    with pytest.raises(ConfigError, match="num_env"):
+        PPOConfig().with_overrides(["num_env=8"])
+    with pytest.raises(ConfigError, match="unknown"):
+        make_ppo(PPOConfig(), not_a_key=1)
+
+
+@pytest.mark.parametrize("name", ["ppo_cartpole", "ppo_acrobot", "ppo_pendulum"])
+def test_presets_are_registered_for_ppo(name):
+    preset = get_preset(name)
+    assert preset.algorithm == "ppo"
+    assert isinstance(preset.make(), PPOConfig)

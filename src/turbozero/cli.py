@@ -30,15 +30,112 @@ def cmd_train(args: argparse.Namespace) -> int:
     if preset.algorithm == "ppo":
         from turbozero.ppo.train import train_ppo
 
-        if out is None:
-            from turbozero.alphazero.train import default_run_dir
-
-            out = default_run_dir(args.preset)
-        train_ppo(config, str(out), preset=args.preset)  # type: ignore[arg-type]
+        train_ppo(config, out, resume=args.resume, preset=args.preset)  # type: ignore[arg-type]
         return 0
     from turbozero.alphazero.train import train
 
     train(config, out, resume=args.resume, preset=args.preset)  # type: ignore[arg-type]
+    return 0
+
+
+def _opponent(spec: str, env, simulations: int | None):
+    from turbozero.arena import perfect_agent, random_agent, rollout_mcts_agent
+
+    if spec == "random":
+        return random_agent(env)
+    if spec == "perfect":
+        return perfect_agent(env)
+    if spec.startswith("mcts:"):
+        n = spec[5:]
+        if not n.isdigit() or int(n) < 1:
+            raise ConfigError(f"--vs mcts:N needs a positive simulation count, got {spec!r}")
+        return rollout_mcts_agent(env, num_simulations=int(n))
+    if Path(spec).exists():
+        import turbozero
+
+        other = turbozero.load_agent(spec, simulations)
+        if other.env.name != env.name:
+            raise ConfigError(f"{spec} plays {other.env.name!r}, not {env.name!r}")
+        return other.agent
+    raise ConfigError(f"--vs must be random, perfect, mcts:N or a run directory, got {spec!r}")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
+    import jax
+
+    import turbozero
+    from turbozero.arena import play_match
+    from turbozero.io import enable_compilation_cache
+
+    enable_compilation_cache()
+    loaded = turbozero.load_agent(args.run_dir, args.simulations, which=args.which)
+    env = loaded.env
+    key = jax.random.PRNGKey(args.seed)
+    if env.num_players == 1:
+        r = play_match(env, loaded.agent, None, key, num_games=args.games, max_steps=args.max_steps)
+        out = {
+            "run": str(args.run_dir),
+            "env": env.name,
+            "games": r.num_games,
+            "mean_return": r.mean_return_a,
+        }
+    else:
+        if args.games % 2:
+            raise ConfigError(f"--games must be even (sides are swapped), got {args.games}")
+        opp = _opponent(args.vs, env, args.simulations)
+        r = play_match(
+            env,
+            loaded.agent,
+            opp,
+            key,
+            num_games=args.games,
+            max_steps=args.max_steps,
+            opening_moves=args.opening_moves,
+        )
+        out = {
+            "run": str(args.run_dir),
+            "env": env.name,
+            "vs": args.vs,
+            "games": r.num_games,
+            "wins": r.wins,
+            "draws": r.draws,
+            "losses": r.losses,
+            "score": r.score,
+            "score_ci95": [r.score_low, r.score_high],
+            "as_first": list(r.as_first),
+            "as_second": list(r.as_second),
+            "illegal_moves": r.illegal_moves,
+        }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>12}: {v}")
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from turbozero.io import enable_compilation_cache
+    from turbozero.play import serve
+
+    if args.simulations is not None and args.simulations < 1:
+        raise ConfigError(f"--simulations must be >= 1, got {args.simulations}")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
+    enable_compilation_cache()
+    try:
+        serve(
+            args.run_dir,
+            human_first=args.human_first,
+            num_simulations=args.simulations,
+            port=args.port,
+            open_browser=not args.no_browser,
+            which=args.which,
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     return 0
 
 
@@ -80,6 +177,33 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--list", action="store_true", help="list presets")
     t.set_defaults(fn=cmd_train)
+    v = sub.add_parser("eval", help="play a trained agent against an opponent")
+    v.add_argument("run_dir")
+    v.add_argument("--vs", default="random", help="random | perfect | mcts:N | RUN_DIR2")
+    v.add_argument("--games", type=int, default=100)
+    v.add_argument("--simulations", type=int, default=None, help="search simulations per move")
+    v.add_argument("--which", default="best", choices=["best", "latest"])
+    v.add_argument("--max-steps", type=int, default=None, dest="max_steps")
+    v.add_argument(
+        "--opening-moves",
+        type=int,
+        default=2,
+        dest="opening_moves",
+        help="random opening moves that keep games diverse",
+    )
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+    v.set_defaults(fn=cmd_eval)
+    pl = sub.add_parser("play", help="play against a trained agent in the browser")
+    pl.add_argument("run_dir")
+    pl.add_argument("--human-first", action="store_true", dest="human_first", help="you move first")
+    pl.add_argument("--simulations", type=int, default=None, help="search simulations per move")
+    pl.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (busy: a free one)")
+    pl.add_argument(
+        "--no-browser", action="store_true", dest="no_browser", help="only print the URL"
+    )
+    pl.add_argument("--which", default="best", choices=["best", "latest"])
+    pl.set_defaults(fn=cmd_play)
     e = sub.add_parser("envs", help="list the games")
     e.add_argument("-v", "--verbose", action="store_true", help="show players/actions/shapes")
     e.set_defaults(fn=cmd_envs)

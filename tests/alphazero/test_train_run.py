@@ -11,7 +11,9 @@ from turbozero.alphazero import train
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import RunDir
 
-CFG = TINY.with_overrides(["eval_every=2", "eval_opponents=random"])
+CFG = TINY.with_overrides(
+    ["eval_every=1", "eval_opponents=random,best", "elo_pool_size=2", "elo_games_per_opponent=4"]
+)
 
 
 def _params(run):
@@ -21,7 +23,8 @@ def _params(run):
 
     az = make_alphazero(CFG)
     state = az.init(jax.random.PRNGKey(0))
-    restored, _ = ck.restore({"train": state, "best": state.params})
+    pool = [state.params for _ in meta["pool_names"]]
+    restored, _ = ck.restore({"train": state, "best": state.params, "pool": pool})
     ck.close()
     return restored["train"].params, meta
 
@@ -44,6 +47,8 @@ def test_run_directory_holds_config_metrics_summary_plots_checkpoints(full_run):
     for k in ("preset", "env", "epochs", "env_steps", "wall_seconds", "final_metrics", "eval"):
         assert k in summary
     assert "eval/random/win" in summary["eval"]
+    assert "elo" in rows[1] and "eval/best/score" in rows[1]
+    assert list(rd.games.glob("latest_vs_random.html"))
     assert (rd.plots / "losses.png").exists()
     assert (rd.path / "best").exists()
     assert summary["epochs"] == 2

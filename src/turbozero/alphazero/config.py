@@ -90,6 +90,11 @@ class AlphaZeroConfig(Config):
     eval_games: int = 64
     eval_simulations: int = 0  # 0: the self-play simulation count
     eval_opponents: tuple[str, ...] = ("random",)
+    eval_opening_moves: int = 0  # random opening moves in evaluation games (diversity)
+    elo_pool_size: int = 0  # 0: off; else past evaluated networks kept as Elo opponents
+    elo_games_per_opponent: int = 16
+    gating_threshold: float = 0.0  # 0: off; else replace "best" only at this score vs best
+    devices: int = 0  # 0: every visible device (all hosts' with jax.distributed)
     checkpoint_every: int = 1
     keep_checkpoints: int | None = 3
     save_memory: bool = True
@@ -122,6 +127,16 @@ class AlphaZeroConfig(Config):
         if self.eval_games % 2:
             raise ValueError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
         check_range("eval_simulations", self.eval_simulations, low=0)
+        check_range("eval_opening_moves", self.eval_opening_moves, low=0)
+        check_range("elo_pool_size", self.elo_pool_size, low=0)
+        check_range("elo_games_per_opponent", self.elo_games_per_opponent, low=2)
+        if self.elo_games_per_opponent % 2:
+            raise ValueError(
+                f"elo_games_per_opponent must be even (sides are swapped), got "
+                f"{self.elo_games_per_opponent}"
+            )
+        check_range("gating_threshold", self.gating_threshold, low=0, high=1)
+        check_range("devices", self.devices, low=0)
         check_range("checkpoint_every", self.checkpoint_every, low=1)
         if self.keep_checkpoints is not None:
             check_range("keep_checkpoints", self.keep_checkpoints, low=1)

@@ -11,19 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from turbozero.alphazero.config import AlphaZeroConfig
-from turbozero.alphazero.trainer import AlphaZero, TrainState, make_alphazero, make_selector
-from turbozero.arena import (
-    Agent,
-    alphazero_agent,
-    perfect_agent,
-    play_match,
-    random_agent,
-    rollout_mcts_agent,
-)
+from turbozero.alphazero.evaluate import Evaluator
+from turbozero.alphazero.sharding import Sharder, maybe_initialize_distributed
+from turbozero.alphazero.trainer import TrainState, make_alphazero
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger
 from turbozero.io.plots import plot_run
@@ -60,81 +53,6 @@ class _StopFlag:
     def __exit__(self, *exc) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
-
-
-class Evaluator:
-    """Plays the current network against the configured opponents (compiled once per run)."""
-
-    def __init__(self, az: AlphaZero):
-        cfg = az.config
-        self.az = az
-        env = az.env
-        sims = cfg.eval_simulations or cfg.search.num_simulations
-        self.sims = sims
-        self.agent: Agent | None = None
-        self.best_agent: Agent | None = None
-        self.opponents: dict[str, Agent] = {}
-        self.make_agent = lambda params, name: alphazero_agent(
-            env,
-            az.eval_fn,
-            params,
-            num_simulations=sims,
-            max_nodes=max(sims + 1, 2),
-            selector=make_selector(cfg),
-            name=name,
-        )
-        for opp in cfg.eval_opponents:
-            if opp == "random":
-                self.opponents[opp] = random_agent(env)
-            elif opp == "perfect":
-                self.opponents[opp] = perfect_agent(env)
-            elif opp.startswith("mcts:"):
-                self.opponents[opp] = rollout_mcts_agent(env, num_simulations=int(opp[5:]))
-
-    def __call__(self, params, best_params, key) -> dict[str, float]:
-        cfg = self.az.config
-        env = self.az.env
-        if self.agent is None:
-            self.agent = self.make_agent(params, "current")
-        agent = self.agent.replace(params=params)
-        out: dict[str, float] = {}
-        if env.num_players == 1:
-            r = play_match(
-                env, agent, None, key, num_games=cfg.eval_games, max_steps=cfg.max_episode_steps
-            )
-            out["eval/return"] = float(r.mean_return_a)
-            out["eval/score"] = float(r.mean_return_a)
-            return out
-        scores = []
-        for i, (name, opp) in enumerate(self.opponents.items()):
-            r = play_match(
-                env,
-                agent,
-                opp,
-                jax.random.fold_in(key, i),
-                num_games=cfg.eval_games,
-                max_steps=cfg.max_episode_steps,
-            )
-            out[f"eval/{name}/win"] = r.wins / r.num_games
-            out[f"eval/{name}/draw"] = r.draws / r.num_games
-            out[f"eval/{name}/loss"] = r.losses / r.num_games
-            scores.append(r.score)
-        if "best" in cfg.eval_opponents and best_params is not None:
-            if self.best_agent is None:
-                self.best_agent = self.make_agent(best_params, "best")
-            best = self.best_agent.replace(params=best_params)
-            r = play_match(
-                env,
-                agent,
-                best,
-                jax.random.fold_in(key, 99),
-                num_games=cfg.eval_games,
-                max_steps=cfg.max_episode_steps,
-                opening_moves=2,
-            )
-            out["eval/best/score"] = r.score
-        out["eval/score"] = float(np.mean(scores)) if scores else out.get("eval/best/score", 0.0)
-        return out
 
 
 def default_run_dir(preset: str | None) -> Path:
@@ -185,14 +103,18 @@ def train(
             "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
         )
     cfg = config
+    maybe_initialize_distributed()
     az = make_alphazero(cfg)
     env = az.env
-    state = az.init(jax.random.PRNGKey(cfg.seed))
+    sharder = Sharder(cfg)
+    state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+    state = sharder.jit_init(az.init)(jax.random.PRNGKey(cfg.seed))
     costs = {
         "tree_bytes": tree_bytes(env, cfg.num_games, cfg.search.max_nodes),
         "memory_bytes": _nbytes(state.selfplay.memory),
         "parameters": param_count(state.params),
         "positions_per_epoch": cfg.num_games * cfg.collection_steps_per_epoch,
+        "devices": sharder.num_devices,
     }
     log = MetricsLogger(
         rd, progress=progress, total_epochs=num_epochs or cfg.num_epochs, config=cfg
@@ -200,48 +122,44 @@ def train(
     log.info(
         f"turbozero alphazero on {env.name}: {costs['parameters']:,} parameters, trees "
         f"{costs['tree_bytes'] / 2**20:.1f} MiB, memory {costs['memory_bytes'] / 2**20:.1f} MiB, "
-        f"{costs['positions_per_epoch']:,} positions/epoch -> {rd.path}"
+        f"{costs['positions_per_epoch']:,} positions/epoch, {sharder.num_devices} device(s) "
+        f"-> {rd.path}"
     )
     ckpt = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints)
     best_ckpt = Checkpointer(rd.path / "best", keep=1)
-    collect = jax.jit(az.collect, static_argnums=1, donate_argnums=0)
-    train_steps = jax.jit(az.train_steps, static_argnums=1, donate_argnums=0)
+    collect = sharder.jit_step(az.collect, state_shape)
+    train_steps = sharder.jit_step(az.train_steps, state_shape)
     evaluator = Evaluator(az)
-    best_params = None
-    best_score = -np.inf
-    eval_metrics: dict[str, float] = {}
+    eval_metrics: dict[str, Any] = {}
     wall0 = 0.0
 
+    def strip(s: TrainState) -> TrainState:
+        if cfg.save_memory:
+            return s
+        return s.replace(selfplay=s.selfplay.replace(memory=None))
+
     def save(state: TrainState, extra: dict[str, Any]) -> None:
-        to_save = (
-            state
-            if cfg.save_memory
-            else state.replace(selfplay=state.selfplay.replace(memory=None))
-        )
-        ckpt.save(
-            int(state.epoch),
-            {"train": to_save, "best": best_params or state.params},
-            {
-                "config": cfg.to_dict(),
-                "best_score": float(best_score),
-                "has_best": best_params is not None,
-                "eval": eval_metrics,
-                **extra,
-            },
-        )
+        tree = {"train": strip(state), **evaluator.state_tree(state.params)}
+        meta = {
+            "kind": "train",
+            "config": cfg.to_dict(),
+            "eval": eval_metrics,
+            **evaluator.state_meta(),
+            **extra,
+        }
+        ckpt.save(int(state.epoch), tree, meta)
 
     if resume and ckpt.latest_step() is not None:
-        like = {"train": state, "best": state.params}
-        if not cfg.save_memory:
-            like["train"] = state.replace(selfplay=state.selfplay.replace(memory=None))
+        meta = ckpt.restore_meta()
+        like = {"train": strip(state), **evaluator.like_tree(meta, state.params)}
         restored, meta = ckpt.restore(like)
+        train_state = restored.pop("train")
         if not cfg.save_memory:
-            restored["train"] = restored["train"].replace(
-                selfplay=restored["train"].selfplay.replace(memory=state.selfplay.memory)
+            train_state = train_state.replace(
+                selfplay=train_state.selfplay.replace(memory=state.selfplay.memory)
             )
-        state = restored["train"]
-        best_params = restored["best"] if meta.get("has_best") else None
-        best_score = meta.get("best_score", -np.inf)
+        state = train_state
+        evaluator.restore(restored, meta)
         eval_metrics = meta.get("eval", {})
         wall0 = meta.get("wall_seconds", 0.0)
         rd.truncate_metrics(int(state.epoch))
@@ -267,7 +185,6 @@ def train(
                 t2 = time.perf_counter()
                 row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t1, 1e-9)
             else:
-                t2 = t1
                 row["waiting_for_positions"] = True
             state = state.replace(epoch=state.epoch + 1)
             epoch = int(state.epoch)
@@ -290,21 +207,15 @@ def train(
                     row["episode_return"] = sp["episode_return_sum"] / sp["episodes"]
             if epoch % cfg.eval_every == 0 or epoch == last_epoch:
                 key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 1), epoch)
-                eval_metrics = evaluator(state.params, best_params, key)
+                params = jax.device_get(state.params)
+                eval_metrics = evaluator(params, epoch, key, rd.games)
                 row.update(eval_metrics)
-                score = eval_metrics.get("eval/score", 0.0)
-                better = (
-                    score >= best_score
-                    if "eval/best/score" not in eval_metrics
-                    else (eval_metrics["eval/best/score"] >= 0.5)
-                )
-                if best_params is None or better:
-                    best_params = jax.tree_util.tree_map(jnp.copy, state.params)
-                    best_score = score
+                if evaluator.improved:
                     best_ckpt.save(
                         epoch,
-                        {"params": best_params},
+                        {"params": evaluator.best_params},
                         {
+                            "kind": "params",
                             "config": cfg.to_dict(),
                             "epoch": epoch,
                             "eval": eval_metrics,

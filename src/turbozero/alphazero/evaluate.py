@@ -1,0 +1,204 @@
+"""Testers run during training: baselines, "vs best" (optional gating), approximate Elo over a
+pool of past networks, and game records of the last evaluation.
+
+The tester state (best parameters, Elo pool and its games) is saved in checkpoints so a resumed
+run evaluates exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from turbozero.alphazero.trainer import AlphaZero, make_selector
+from turbozero.arena import (
+    Agent,
+    EloPool,
+    MatchResult,
+    alphazero_agent,
+    perfect_agent,
+    play_match,
+    random_agent,
+    render_game_svgs,
+    replay_game,
+    rollout_mcts_agent,
+)
+from turbozero.types import Params, PRNGKey
+
+ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
+
+
+class Evaluator:
+    """Plays the current network against the configured opponents (compiled once per run)."""
+
+    def __init__(self, az: AlphaZero):
+        cfg = az.config
+        self.az = az
+        env = az.env
+        self.sims = cfg.eval_simulations or cfg.search.num_simulations
+        self._agent = self._make(None, "current")
+        self.opponents: dict[str, Agent] = {}
+        for opp in cfg.eval_opponents:
+            if opp == "random":
+                self.opponents[opp] = random_agent(env)
+            elif opp == "perfect":
+                self.opponents[opp] = perfect_agent(env)
+            elif opp.startswith("mcts:"):
+                self.opponents[opp] = rollout_mcts_agent(env, num_simulations=int(opp[5:]))
+        # tester state
+        self.best_params: Params | None = None
+        self.best_score = -np.inf
+        self.elo = EloPool(anchors={ANCHOR: 0.0} if "random" in self.opponents else {})
+        self.pool: list[tuple[str, Params]] = []
+
+    def _make(self, params: Params, name: str) -> Agent:
+        return alphazero_agent(
+            self.az.env,
+            self.az.eval_fn,
+            params,
+            num_simulations=self.sims,
+            max_nodes=self.sims + 1,
+            selector=make_selector(self.az.config),
+            name=name,
+        )
+
+    def agent(self, params: Params, name: str) -> Agent:
+        return self._agent.replace(params=params, name=name)
+
+    def _match(self, a: Agent, b: Agent | None, key: PRNGKey, games: int) -> MatchResult:
+        cfg = self.az.config
+        return play_match(
+            self.az.env,
+            a,
+            b,
+            key,
+            num_games=games,
+            max_steps=cfg.max_episode_steps,
+            opening_moves=cfg.eval_opening_moves,
+        )
+
+    def __call__(self, params: Params, epoch: int, key: PRNGKey, games_dir: Path | None) -> dict:
+        """Evaluate `params`; update best and Elo; return metrics (keys `eval/...`, `elo`)."""
+        cfg = self.az.config
+        env = self.az.env
+        me = f"epoch_{epoch}"
+        current = self.agent(params, me)
+        out: dict[str, Any] = {}
+        records: dict[str, MatchResult] = {}
+        if env.num_players == 1:
+            r = self._match(current, None, key, cfg.eval_games)
+            out["eval/return"] = float(r.mean_return_a)
+            out["eval/score"] = float(r.mean_return_a)
+            records["solo"] = r
+            self._update_best(params, out["eval/score"], None)
+        else:
+            scores = []
+            for i, (name, opp) in enumerate(self.opponents.items()):
+                r = self._match(current, opp, jax.random.fold_in(key, i), cfg.eval_games)
+                out[f"eval/{name}/win"] = r.wins / r.num_games
+                out[f"eval/{name}/draw"] = r.draws / r.num_games
+                out[f"eval/{name}/loss"] = r.losses / r.num_games
+                scores.append(r.score)
+                records[name] = r
+                self.elo = _add_result(self.elo, me, name, r)
+            vs_best = None
+            if "best" in cfg.eval_opponents and self.best_params is not None:
+                best = self.agent(self.best_params, "best")
+                r = self._match(current, best, jax.random.fold_in(key, 1000), cfg.eval_games)
+                vs_best = r.score
+                out["eval/best/score"] = vs_best
+                records["best"] = r
+            if cfg.elo_pool_size:
+                for j, (name, p) in enumerate(self.pool):
+                    r = self._match(
+                        current,
+                        self.agent(p, name),
+                        jax.random.fold_in(key, 2000 + j),
+                        cfg.elo_games_per_opponent,
+                    )
+                    self.elo = _add_result(self.elo, me, name, r)
+                if self.elo.games:
+                    out["elo"] = self.elo.ratings().get(me, 0.0)
+                self.pool = [*self.pool, (me, jax.tree_util.tree_map(jnp.copy, params))]
+                self.pool = self.pool[-cfg.elo_pool_size :]
+            out["eval/score"] = float(np.mean(scores)) if scores else (vs_best or 0.0)
+            self._update_best(params, out.get("elo", out["eval/score"]), vs_best)
+        if games_dir is not None and records and env.render_svg is not None:
+            name, r = next(iter(records.items()))
+            write_game_record(self.az, r, games_dir / f"latest_vs_{name.replace(':', '')}.html")
+        return out
+
+    def _update_best(self, params: Params, score: float, vs_best: float | None) -> None:
+        cfg = self.az.config
+        if self.best_params is None:
+            better = True
+        elif vs_best is not None and cfg.gating_threshold:
+            better = vs_best >= cfg.gating_threshold
+        else:
+            better = score >= self.best_score
+        self.improved = better
+        if better:
+            self.best_params = jax.tree_util.tree_map(jnp.copy, params)
+            self.best_score = score
+
+    # -- checkpointing of the tester state -------------------------------------------------
+    def state_tree(self, like_params: Params) -> dict[str, Any]:
+        """The arrays to checkpoint (best and pool parameters)."""
+        return {
+            "best": self.best_params if self.best_params is not None else like_params,
+            "pool": [p for _, p in self.pool],
+        }
+
+    def state_meta(self) -> dict[str, Any]:
+        return {
+            "has_best": self.best_params is not None,
+            "best_score": float(self.best_score),
+            "pool_names": [n for n, _ in self.pool],
+            "elo_names": list(self.elo.names),
+            "elo_games": [list(g) for g in self.elo.games],
+        }
+
+    def like_tree(self, meta: dict[str, Any], like_params: Params) -> dict[str, Any]:
+        return {"best": like_params, "pool": [like_params for _ in meta.get("pool_names", [])]}
+
+    def restore(self, tree: dict[str, Any], meta: dict[str, Any]) -> None:
+        self.best_params = tree["best"] if meta.get("has_best") else None
+        self.best_score = meta.get("best_score", -np.inf)
+        self.pool = list(zip(meta.get("pool_names", []), tree["pool"], strict=True))
+        self.elo = EloPool(
+            anchors=self.elo.anchors,
+            names=tuple(meta.get("elo_names", [])),
+            games=tuple((int(i), int(j), float(s)) for i, j, s in meta.get("elo_games", [])),
+        )
+
+
+def _add_result(pool: EloPool, me: str, other: str, r: MatchResult) -> EloPool:
+    for score, count in ((1.0, r.wins), (0.5, r.draws), (0.0, r.losses)):
+        for _ in range(count):
+            pool = pool.add_game(me, other, score)
+    return pool
+
+
+def write_game_record(az: AlphaZero, result: MatchResult, path: Path, game: int = 0) -> None:
+    """One evaluation game as an HTML page of SVG boards, move by move."""
+    states = replay_game(az.env, result, game)
+    svgs = render_game_svgs(az.env, states)
+    assert result.actions is not None
+    actions = [int(a) for a in np.asarray(result.actions[:, game]) if a >= 0]
+    rows = []
+    for t, svg in enumerate(svgs):
+        label = "start" if t == 0 else f"move {t}: action {actions[t - 1]}"
+        rows.append(f"<figure><figcaption>{html.escape(label)}</figcaption>{svg}</figure>")
+    first = "first" if bool(result.a_first[game]) else "second"
+    title = f"{html.escape(result.name_a)} ({first}) vs {html.escape(result.name_b or '')}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "<!doctype html><meta charset='utf-8'><title>game</title>"
+        "<style>figure{display:inline-block;width:180px;margin:4px}svg{width:100%;height:auto}"
+        f"</style><h3>{title}</h3>" + "".join(rows)
+    )

@@ -1,0 +1,123 @@
+"""Load a trained AlphaZero agent from a run directory or one checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from turbozero.alphazero.config import AlphaZeroConfig
+from turbozero.alphazero.trainer import AlphaZero, make_alphazero, make_selector
+from turbozero.arena import Agent, alphazero_agent
+from turbozero.envs.core import Env
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.rundir import RunDir
+from turbozero.nets import init_params
+from turbozero.types import Array, PRNGKey, PyTree
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedAgent:
+    """A ready agent with its environment and the run's config.
+
+    `act(states, key)` and `policy(states, key)` take states batched on the leading axis.
+    """
+
+    agent: Agent
+    env: Env
+    config: AlphaZeroConfig
+    epoch: int
+    path: Path
+    az: AlphaZero
+
+    def act(self, states: PyTree, key: PRNGKey) -> Array:
+        return self.agent.act(states, key)
+
+    def policy(self, states: PyTree, key: PRNGKey):
+        return self.agent.policy(states, key)
+
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    @property
+    def params(self) -> Any:
+        return self.agent.params
+
+
+def find_run(path: Path) -> tuple[RunDir, Path]:
+    """The run directory and the checkpoint directory named by `path`."""
+    for candidate in (path, path.parent, path.parent.parent):
+        if RunDir(candidate).is_run():
+            return RunDir(candidate), path
+    raise FileNotFoundError(f"{str(path)!r} is not a run directory or a checkpoint inside one")
+
+
+def load_agent(
+    path: str | Path,
+    num_simulations: int | None = None,
+    temperature: float = 0.0,
+    *,
+    which: str = "best",
+) -> LoadedAgent:
+    """The agent of a run directory (its best checkpoint, or latest with `which="latest"`).
+
+    Args:
+        path: a run directory, or a checkpoint step directory inside `checkpoints/` or `best/`.
+        num_simulations: search simulations per move (default: the run's evaluation setting).
+        temperature: 0 plays the best move; > 0 samples from the search policy.
+        which: "best" or "latest" (ignored when `path` names a checkpoint).
+    """
+    if which not in ("best", "latest"):
+        raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    p = Path(path)
+    rd, _ = find_run(p)
+    saved = rd.read_json("config.json")
+    if saved.get("algorithm") != "alphazero":
+        raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run; use turbozero.load_agent")
+    cfg = AlphaZeroConfig.from_dict(saved["config"])
+    az = make_alphazero(cfg)
+    example = az.env.observe(az.env.init(jax.random.PRNGKey(0))[0])
+    like = init_params(az.module, example, jax.random.PRNGKey(0))
+    step: int | None = None
+    if p != rd.path and p.name.isdigit():
+        directory, step = p.parent, int(p.name)
+    else:
+        directory = rd.path / "best" if which == "best" else rd.checkpoints
+        if which == "best" and not any(directory.glob("[0-9]*")):
+            directory = rd.checkpoints
+    ck = Checkpointer(directory)
+    try:
+        meta = ck.restore_meta(step)
+        if meta.get("kind") == "params":
+            restored, meta = ck.restore({"params": like}, step)
+            params = restored["params"]
+        else:
+            state = az.init(jax.random.PRNGKey(cfg.seed))
+            pool = [state.params for _ in meta.get("pool_names", [])]
+            like = {"train": state, "best": state.params, "pool": pool}
+            restored, meta = ck.restore(like, step)
+            params = restored["train"].params
+    finally:
+        ck.close()
+    sims = num_simulations or cfg.eval_simulations or cfg.search.num_simulations
+    agent = alphazero_agent(
+        az.env,
+        az.eval_fn,
+        params,
+        num_simulations=sims,
+        max_nodes=sims + 1,
+        selector=make_selector(cfg),
+        temperature=temperature,
+        name=f"{rd.path.name}@{meta.get('epoch', meta.get('step'))}",
+    )
+    return LoadedAgent(
+        agent=agent,
+        env=az.env,
+        config=cfg,
+        epoch=int(meta.get("epoch", meta.get("step", 0))),
+        path=rd.path,
+        az=az,
+    )

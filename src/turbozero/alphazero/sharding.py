@@ -1,0 +1,87 @@
+"""Many devices: games, trees and memory split along the `data` axis of a `jax.sharding.Mesh`.
+
+One code path for one CPU, several devices and several hosts: the state is laid out with
+`NamedSharding`s and the same jitted functions run as one SPMD program; XLA inserts the
+collectives (the training batch is drawn from the whole memory, so gradients are averaged over
+every device's positions). With `jax.distributed.initialize`, `jax.devices()` spans all hosts and
+each host holds its share of the games.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from turbozero.alphazero.config import AlphaZeroConfig
+
+AXIS = "data"
+
+
+def maybe_initialize_distributed() -> bool:
+    """`jax.distributed.initialize` from `TURBOZERO_COORDINATOR`, `TURBOZERO_NUM_PROCESSES` and
+    `TURBOZERO_PROCESS_ID` when they are set; returns whether it did."""
+    coordinator = os.environ.get("TURBOZERO_COORDINATOR")
+    if not coordinator:
+        return False
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=int(os.environ["TURBOZERO_NUM_PROCESSES"]),
+        process_id=int(os.environ["TURBOZERO_PROCESS_ID"]),
+    )
+    return True
+
+
+class Sharder:
+    """Lays a `TrainState` out over the devices (a no-op on one device)."""
+
+    def __init__(self, config: AlphaZeroConfig, devices: list[Any] | None = None):
+        devices = list(devices if devices is not None else jax.devices())
+        if config.devices:
+            if config.devices > len(devices):
+                raise ValueError(f"devices={config.devices} but only {len(devices)} are visible")
+            devices = devices[: config.devices]
+        n = len(devices)
+        for name in ("num_games", "train_batch_size"):
+            value = getattr(config, name)
+            if value % n:
+                raise ValueError(f"{name}={value} must be divisible by the number of devices ({n})")
+        self.num_devices = n
+        self.num_games = config.num_games
+        self.mesh = Mesh(np.array(devices), (AXIS,))
+        self.replicated = NamedSharding(self.mesh, PartitionSpec())
+        self.split = NamedSharding(self.mesh, PartitionSpec(AXIS))
+
+    def shardings(self, state_shape: Any) -> Any:
+        """A sharding per leaf: leaves of self-play state with a leading game axis are split."""
+
+        def spec(path, leaf):
+            in_selfplay = any(getattr(k, "name", None) == "selfplay" for k in path)
+            if in_selfplay and leaf.ndim >= 1 and leaf.shape[0] == self.num_games:
+                return self.split
+            return self.replicated
+
+        return jax.tree_util.tree_map_with_path(spec, state_shape)
+
+    def jit_init(self, init):
+        def wrapped(key):
+            return init(key)
+
+        shape = jax.eval_shape(init, jax.random.PRNGKey(0))
+        return jax.jit(wrapped, out_shardings=self.shardings(shape))
+
+    def jit_step(self, fn, state_shape):
+        """Jit `fn(state, n) -> (state, metrics)` keeping the state's layout."""
+        shardings = self.shardings(state_shape)
+        return jax.jit(
+            fn,
+            static_argnums=1,
+            donate_argnums=0,
+            out_shardings=(shardings, self.replicated),
+        )
+
+    def put(self, state):
+        return jax.device_put(state, self.shardings(state))

@@ -33,6 +33,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 check: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 	$(BIN)/pytest -q -m slow
 
 bench: $(STAMP)

@@ -5,11 +5,11 @@ from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchCon
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
 from turbozero.alphazero.train import train
-from turbozero.alphazero.trainer import AlphaZero, TrainState, make_alphazero
+from turbozero.alphazero.trainer import AlphaZeroSystem, TrainState, make_alphazero
 
 __all__ = [
-    "AlphaZero",
     "AlphaZeroConfig",
+    "AlphaZeroSystem",
     "NetworkConfig",
     "SearchConfig",
     "SelfPlay",

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.alphazero.trainer import AlphaZero, make_selector
+from turbozero.alphazero.trainer import AlphaZeroSystem
 from turbozero.arena import (
     Agent,
     EloPool,
@@ -36,7 +36,7 @@ ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
 class Evaluator:
     """Plays the current network against the configured opponents (compiled once per run)."""
 
-    def __init__(self, az: AlphaZero):
+    def __init__(self, az: AlphaZeroSystem):
         cfg = az.config
         self.az = az
         env = az.env
@@ -63,7 +63,7 @@ class Evaluator:
             params,
             num_simulations=self.sims,
             max_nodes=self.sims + 1,
-            selector=make_selector(self.az.config),
+            selector=self.az.selfplay.search.selector,
             name=name,
         )
 
@@ -126,8 +126,9 @@ class Evaluator:
                     out["elo"] = self.elo.ratings().get(me, 0.0)
                 self.pool = [*self.pool, (me, jax.tree_util.tree_map(jnp.copy, params))]
                 self.pool = self.pool[-cfg.elo_pool_size :]
-            out["eval/score"] = float(np.mean(scores)) if scores else (vs_best or 0.0)
-            self._update_best(params, out.get("elo", out["eval/score"]), vs_best)
+            if scores or vs_best is not None:
+                out["eval/score"] = float(np.mean(scores)) if scores else vs_best
+            self._update_best(params, out.get("elo", out.get("eval/score", 0.0)), vs_best)
         if games_dir is not None and records and env.render_svg is not None:
             name, r = next(iter(records.items()))
             write_game_record(self.az, r, games_dir / f"latest_vs_{name.replace(':', '')}.html")
@@ -184,7 +185,7 @@ def _add_result(pool: EloPool, me: str, other: str, r: MatchResult) -> EloPool:
     return pool
 
 
-def write_game_record(az: AlphaZero, result: MatchResult, path: Path, game: int = 0) -> None:
+def write_game_record(az: AlphaZeroSystem, result: MatchResult, path: Path, game: int = 0) -> None:
     """One evaluation game as an HTML page of SVG boards, move by move."""
     states = replay_game(az.env, result, game)
     svgs = render_game_svgs(az.env, states)

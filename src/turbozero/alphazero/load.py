@@ -1,4 +1,4 @@
-"""Load a trained AlphaZero agent from a run directory or one checkpoint."""
+"""Load a trained AlphaZeroSystem agent from a run directory or one checkpoint."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import jax
 
 from turbozero.alphazero.config import AlphaZeroConfig
-from turbozero.alphazero.trainer import AlphaZero, make_alphazero, make_selector
+from turbozero.alphazero.trainer import AlphaZeroSystem, make_alphazero, make_selector
 from turbozero.arena import Agent, alphazero_agent
 from turbozero.envs.core import Env
 from turbozero.io.checkpoint import Checkpointer
@@ -30,7 +30,7 @@ class LoadedAgent:
     config: AlphaZeroConfig
     epoch: int
     path: Path
-    az: AlphaZero
+    az: AlphaZeroSystem
 
     def act(self, states: PyTree, key: PRNGKey) -> Array:
         return self.agent.act(states, key)

@@ -68,6 +68,7 @@ def train(
     preset: str | None = None,
     progress: bool | None = None,
     num_epochs: int | None = None,
+    parts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run AlphaZero training; returns the summary (also written to `summary.json`).
 
@@ -80,6 +81,8 @@ def train(
         progress: rich progress bar (default: when stdout is a terminal).
         num_epochs: stop after this many epochs in total (default `config.num_epochs`); a later
             `resume` continues to `config.num_epochs`.
+        parts: pieces that replace what the config builds (see `make_alphazero`), e.g. a user's
+            own `env` and flax `module`; a resumed run must be given the same parts.
     """
     rd = RunDir(run_dir or default_run_dir(preset))
     if resume:
@@ -104,7 +107,7 @@ def train(
         )
     cfg = config
     maybe_initialize_distributed()
-    az = make_alphazero(cfg)
+    az = make_alphazero(cfg, **(parts or {}))
     env = az.env
     sharder = Sharder(cfg)
     state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))

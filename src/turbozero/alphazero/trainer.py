@@ -8,6 +8,7 @@ Two levels: `make_alphazero(config)` returns the compiled pieces for users who c
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -40,7 +41,7 @@ class TrainState(struct.Struct):
     train_steps: Array  # [] int32, gradient steps taken
 
 
-class AlphaZero(NamedTuple):
+class AlphaZeroSystem(NamedTuple):
     """The configured pieces (pure functions; `train` compiles them once per run)."""
 
     config: AlphaZeroConfig
@@ -104,11 +105,25 @@ def augmentations(env: Env):
     return []
 
 
-def make_alphazero(config: AlphaZeroConfig) -> AlphaZero:
-    """Build the environment, network, search, memory, self-play and the compiled-step bodies."""
+def make_alphazero(
+    config: AlphaZeroConfig,
+    *,
+    env: Env | None = None,
+    module: Any = None,
+    selector: Any = None,
+    optimizer: optax.GradientTransformation | None = None,
+    loss_fn: Callable[..., Any] | None = None,
+    augment_fns: Any = None,
+) -> AlphaZeroSystem:
+    """Build the environment, network, search, memory, self-play and the compiled-step bodies.
+
+    The keyword arguments replace the parts the config would build (users' own games, flax
+    modules, selectors, optax optimizers, losses with `az_loss`'s signature, augmentations);
+    everything else comes from `config`.
+    """
     cfg = config
-    env = envs.make(cfg.env)
-    module = make_network(cfg, env)
+    env = env if env is not None else envs.make(cfg.env)
+    module = module if module is not None else make_network(cfg, env)
     support = None
     if cfg.network.value_bins:
         support = jnp.linspace(-1.0, 1.0, cfg.network.value_bins)
@@ -122,13 +137,16 @@ def make_alphazero(config: AlphaZeroConfig) -> AlphaZero:
     search = make_search(
         env,
         eval_fn,
-        selector=make_selector(cfg),
+        selector=selector if selector is not None else make_selector(cfg),
         num_simulations=cfg.search.num_simulations,
         max_nodes=cfg.search.max_nodes,
         discount=cfg.search.discount,
         reuse=cfg.search.reuse,
     )
-    augment = augmentations(env) if cfg.augment else []
+    if augment_fns is not None:
+        augment = list(augment_fns)
+    else:
+        augment = augmentations(env) if cfg.augment else []
     copies = 1 + len(augment)
     memory = make_episode_buffer(
         num_games=cfg.num_games,
@@ -151,7 +169,16 @@ def make_alphazero(config: AlphaZeroConfig) -> AlphaZero:
         lr = optax.linear_schedule(0.0, cfg.learning_rate, cfg.lr_warmup_steps)
     else:
         lr = cfg.learning_rate
-    optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
+    if optimizer is None:
+        optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
+    if loss_fn is None:
+        loss_fn = functools.partial(
+            az_loss,
+            value_weight=cfg.value_weight,
+            l2=cfg.l2,
+            value_support=support,
+            value_scale=cfg.value_scale,
+        )
 
     def init(key: PRNGKey) -> TrainState:
         k_net, k_play, key = jax.random.split(key, 3)
@@ -191,18 +218,10 @@ def make_alphazero(config: AlphaZeroConfig) -> AlphaZero:
                 valid=sample.valid,
             )
 
-            def loss_fn(trainable):
-                return az_loss(
-                    {**params, "params": trainable},
-                    batch,
-                    apply_fn=module.apply,
-                    value_weight=cfg.value_weight,
-                    l2=cfg.l2,
-                    value_support=support,
-                    value_scale=cfg.value_scale,
-                )
+            def objective(trainable):
+                return loss_fn({**params, "params": trainable}, batch, apply_fn=module.apply)
 
-            (_, (metrics, new_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            (_, (metrics, new_stats)), grads = jax.value_and_grad(objective, has_aux=True)(
                 params["params"]
             )
             updates, opt_state = optimizer.update(grads, opt_state, params["params"])
@@ -222,7 +241,7 @@ def make_alphazero(config: AlphaZeroConfig) -> AlphaZero:
             train_steps=state.train_steps + num_steps,
         ), jax.tree_util.tree_map(jnp.mean, metrics)
 
-    return AlphaZero(
+    return AlphaZeroSystem(
         config=cfg,
         env=env,
         module=module,

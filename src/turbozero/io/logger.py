@@ -8,7 +8,15 @@ from typing import Any
 
 from turbozero.io.rundir import RunDir
 
-SHOWN = ("loss", "policy_loss", "value_loss", "positions_per_s", "eval/score", "eval/return")
+SHOWN = (
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "positions_per_s",
+    "eval/score",
+    "eval/return",
+    "elo",
+)
 
 
 def _fmt(v: Any) -> str:

@@ -1,0 +1,499 @@
+"""Play against a trained agent in the browser: one game, kept by a standard-library HTTP server.
+
+The server binds to 127.0.0.1 only and serves the page from the package (no CDN, no network).
+Every move the browser sends is checked against the legal mask of the position the server holds.
+
+JSON API (every answer is the game's snapshot, see `Game.snapshot`; errors are
+``{"error": "..."}`` with status 400, or 404 for an unknown path):
+
+    GET  /api/state                      the game now
+    POST /api/move  {"action": int}      the human's move, then the agent's reply
+    POST /api/undo                       take back the human's last move and the replies after it
+    POST /api/new   {"human_first": bool} a new game (the key is optional)
+
+The page itself is `GET /` (`static/index.html`, `static/app.js`, `static/style.css`).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from turbozero.envs.core import Env
+from turbozero.types import PyTree, StepMetadata
+
+HOST = "127.0.0.1"
+TOP_MOVES = 5
+MAX_BODY_BYTES = 4096
+MAX_AGENT_MOVES = 10_000  # agent moves in a row before we call the game broken
+
+_STATIC_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+}
+
+
+class IllegalMoveError(ValueError):
+    """A request the game refuses (illegal or malformed move, nothing to undo); HTTP 400."""
+
+
+# --------------------------------------------------------------------------- board geometry
+
+
+def _grid(
+    rows: int, cols: int, *, origin: float, cell: float, column_actions: bool = False
+) -> list[tuple[int, float, float, float]]:
+    """Cell centres of a `rows` x `cols` grid of `cell`-sized squares drawn from `origin`."""
+    return [
+        (
+            col if column_actions else row * cols + col,
+            origin + (col + 0.5) * cell,
+            origin + (row + 0.5) * cell,
+            cell / 2,
+        )
+        for row in range(rows)
+        for col in range(cols)
+    ]
+
+
+def board_cells(env_name: str) -> list[tuple[int, float, float, float]] | None:
+    """Where each board action lies on pgx's drawing: ``[(action, x, y, radius), ...]``.
+
+    Coordinates are the SVG's user units (the drawing of `Env.render_svg` at scale 1). A click
+    within `radius` of a centre plays that action (Connect Four: any cell of a column plays the
+    column). None for games whose moves do not map to squares; actions not listed (pass, swap)
+    are offered as buttons.
+    """
+    if env_name == "tic_tac_toe":  # GRID_SIZE 60, drawn from (30, 30)
+        return _grid(3, 3, origin=30.0, cell=60.0)
+    if env_name == "connect_four":  # GRID_SIZE 35, 6 rows x 7 columns from (17.5, 17.5)
+        return _grid(6, 7, origin=17.5, cell=35.0, column_actions=True)
+    if env_name == "othello":  # GRID_SIZE 30, 8x8 from (15, 15); action 64 is pass
+        return _grid(8, 8, origin=15.0, cell=30.0)
+    m = re.fullmatch(r"go_(\d+)x\1", env_name)
+    if m:  # stones on intersections, 25 apart, the first at (25, 25); action N*N is pass
+        n = int(m.group(1))
+        return [
+            (r * n + c, 25.0 + 25.0 * c, 25.0 + 25.0 * r, 12.5) for r in range(n) for c in range(n)
+        ]
+    if env_name == "hex":  # 11x11 hexagons of side 15 in a rhombus from (60, 45); 121 is swap
+        n, side = 11, 15.0
+        return [
+            (
+                r * n + c,
+                60.0 + (c + r / 2) * side * math.sqrt(3),
+                45.0 + r * side * 1.5,
+                side * math.sqrt(3) / 2,
+            )
+            for r in range(n)
+            for c in range(n)
+        ]
+    return None
+
+
+def move_label(env_name: str, action: int) -> str:
+    """A short human name for `action` in `env_name` (columns a, b, ...; row 1 at the top)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    if env_name == "tic_tac_toe":
+        return f"{letters[action % 3]}{action // 3 + 1}"
+    if env_name == "connect_four":
+        return f"column {action + 1}"
+    if env_name == "othello":
+        return "pass" if action == 64 else f"{letters[action % 8]}{action // 8 + 1}"
+    m = re.fullmatch(r"go_(\d+)x\1", env_name)
+    if m:
+        n = int(m.group(1))
+        go_letters = "ABCDEFGHJKLMNOPQRST"  # Go skips I; rows count up from the bottom
+        return "pass" if action == n * n else f"{go_letters[action % n]}{n - action // n}"
+    if env_name == "hex":
+        return "swap" if action == 121 else f"{letters[action % 11]}{action // 11 + 1}"
+    return f"action {action}"
+
+
+# --------------------------------------------------------------------------- the game
+
+
+class Ply(NamedTuple):
+    """One position of the game and how it was reached."""
+
+    state: PyTree  # the environment state (on device)
+    meta: StepMetadata  # its metadata, as host numpy arrays
+    action: int | None  # the move that led here; None at the start
+    mover: str | None  # "human" or "agent"; None at the start
+    reply: dict[str, Any] | None  # the agent's analysis when mover == "agent"
+
+
+def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """`(fn, args)`: `fn(*args, states [1, ...], key) -> AgentOutput`, one `jax.jit` function.
+
+    The agent (a pytree) is an argument rather than a constant, so its parameters are not baked
+    into the program.
+    """
+    agent = getattr(loaded, "agent", None)
+    if agent is not None and hasattr(agent, "policy_fn"):
+        return jax.jit(lambda agent, states, key: agent.policy(states, key)), (agent,)
+    return jax.jit(loaded.policy), ()
+
+
+class Game:
+    """One game between a human and `loaded` (a `turbozero.load_agent` result), with history.
+
+    Thread-safe: every public method holds the game's lock. `human_first` says who moves first
+    in new games; `seed` fixes the keys given to `init`, `step` and the agent.
+    """
+
+    def __init__(self, loaded: Any, *, human_first: bool = True, seed: int = 0) -> None:
+        env: Env = loaded.env
+        if env.num_players != 2:
+            raise ValueError(
+                f"play needs a two-player game; {env.name!r} has {env.num_players} player(s)"
+            )
+        if env.continuous:
+            raise ValueError(f"play needs discrete actions; {env.name!r} has continuous ones")
+        self.env = env
+        self.agent_name = str(getattr(loaded, "name", getattr(loaded.agent, "name", "agent")))
+        self.human_first = bool(human_first)
+        self.cells = board_cells(env.name)
+        # Compiled once for a batch of one; `compiled_policy._cache_size()` counts compilations.
+        self.compiled_policy, self._policy_args = _compiled_policy(loaded)
+        self._init = jax.jit(env.init)
+        self._step = jax.jit(env.step)
+        self._key = jax.random.PRNGKey(seed)
+        self._lock = threading.RLock()
+        self._plies: list[Ply] = []
+        self.human_player = 0
+        self.new(human_first)
+
+    # -- public, locked -------------------------------------------------------------------
+
+    def new(self, human_first: bool | None = None) -> dict[str, Any]:
+        """Start a new game (the agent moves at once if it goes first); the snapshot."""
+        with self._lock:
+            if human_first is not None:
+                self.human_first = bool(human_first)
+            state, meta = self._init(self._next_key())
+            meta = jax.device_get(meta)
+            first = int(meta.cur_player_id)
+            self.human_player = first if self.human_first else 1 - first
+            self._plies = [Ply(state, meta, None, None, None)]
+            self._agent_replies()
+            return self.snapshot()
+
+    def move(self, action: Any) -> dict[str, Any]:
+        """Play the human's `action`, then the agent's replies; the snapshot.
+
+        Raises:
+            IllegalMoveError: `action` is not an int, not legal here, or it is not the human's turn.
+        """
+        with self._lock:
+            if isinstance(action, bool) or not isinstance(action, int):
+                raise IllegalMoveError(f"action must be an integer, got {action!r}")
+            if self.over:
+                raise IllegalMoveError("the game is over; start a new one")
+            if self.to_move != "human":
+                raise IllegalMoveError("it is not your turn")
+            if not 0 <= action < self.env.num_actions:
+                raise IllegalMoveError(
+                    f"action must be in [0, {self.env.num_actions}), got {action}"
+                )
+            if not bool(self._plies[-1].meta.action_mask[action]):
+                legal = self.legal_actions()
+                shown = legal if len(legal) <= 12 else f"{len(legal)} moves"
+                raise IllegalMoveError(
+                    f"illegal move {action} ({move_label(self.env.name, action)}); legal: {shown}"
+                )
+            self._play(action, "human", None)
+            self._agent_replies()
+            return self.snapshot()
+
+    def undo(self) -> dict[str, Any]:
+        """Take back the human's last move and the agent's replies to it; the snapshot."""
+        with self._lock:
+            last = max((i for i, p in enumerate(self._plies) if p.mover == "human"), default=None)
+            if last is None:
+                raise IllegalMoveError("nothing to undo")
+            del self._plies[last:]
+            return self.snapshot()
+
+    def warm_up(self) -> float:
+        """Compile the agent's policy and the step on the current position; the seconds spent."""
+        with self._lock:
+            start = time.perf_counter()
+            ply = self._plies[-1]
+            batched = jax.tree_util.tree_map(lambda x: x[None], ply.state)
+            jax.block_until_ready(self._policy(batched, jax.random.PRNGKey(0)))
+            legal = np.flatnonzero(ply.meta.action_mask)
+            if legal.size and not self.over:
+                jax.block_until_ready(self._step(ply.state, int(legal[0]), jax.random.PRNGKey(0)))
+            return time.perf_counter() - start
+
+    def snapshot(self) -> dict[str, Any]:
+        """The game as JSON-ready data (see the module docstring for the API)."""
+        with self._lock:
+            ply = self._plies[-1]
+            name = self.env.name
+            over = self.over
+            legal = [] if over else self.legal_actions()
+            svg = None
+            if self.env.render_svg is not None:
+                svg = self.env.render_svg(jax.device_get(ply.state))
+            replies = [p.reply for p in self._plies if p.reply is not None]
+            return {
+                "env": name,
+                "agent": self.agent_name,
+                "num_actions": self.env.num_actions,
+                "human_player": self.human_player,
+                "human_first": self.human_first,
+                "current_player": int(ply.meta.cur_player_id),
+                "to_move": None if over else self.to_move,
+                "svg": svg,
+                "cells": self.cells,
+                "legal": legal,
+                "moves": [{"action": a, "label": move_label(name, a)} for a in legal],
+                "history": [
+                    {"action": p.action, "label": move_label(name, p.action), "by": p.mover}
+                    for p in self._plies[1:]
+                    if p.action is not None
+                ],
+                "last_move": ply.action,
+                "reply": replies[-1] if replies else None,
+                "can_undo": any(p.mover == "human" for p in self._plies),
+                "over": over,
+                "result": self.result() if over else None,
+            }
+
+    # -- reading the position (callers hold the lock or accept a racy read) ---------------
+
+    @property
+    def over(self) -> bool:
+        meta = self._plies[-1].meta
+        return bool(meta.terminated) or bool(meta.truncated)
+
+    @property
+    def to_move(self) -> str:
+        current = int(self._plies[-1].meta.cur_player_id)
+        return "human" if current == self.human_player else "agent"
+
+    def legal_actions(self) -> list[int]:
+        return [int(a) for a in np.flatnonzero(self._plies[-1].meta.action_mask)]
+
+    def returns(self) -> list[float]:
+        """Each player's summed rewards over the game so far `[P]`."""
+        total = np.zeros(self.env.num_players, np.float64)
+        for p in self._plies:
+            total += np.asarray(p.meta.rewards, np.float64)
+        return [float(r) for r in total]
+
+    def result(self) -> dict[str, Any]:
+        """Who won, by the environment's rewards (returns per player id)."""
+        returns = self.returns()
+        human, agent = returns[self.human_player], returns[1 - self.human_player]
+        if human > agent:
+            winner, text = "human", "You win!"
+        elif agent > human:
+            winner, text = "agent", "The agent wins."
+        else:
+            winner, text = "draw", "Draw."
+        if not bool(self._plies[-1].meta.terminated):
+            text += " (move limit)"
+        return {"winner": winner, "text": text, "returns": returns}
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _policy(self, states: PyTree, key: jax.Array) -> Any:
+        return self.compiled_policy(*self._policy_args, states, key)
+
+    def _next_key(self) -> jax.Array:
+        self._key, key = jax.random.split(self._key)
+        return key
+
+    def _play(self, action: int, mover: str, reply: dict[str, Any] | None) -> None:
+        state, meta = self._step(self._plies[-1].state, action, self._next_key())
+        self._plies.append(Ply(state, jax.device_get(meta), action, mover, reply))
+
+    def _agent_replies(self) -> None:
+        for _ in range(MAX_AGENT_MOVES):
+            if self.over or self.to_move != "agent":
+                return
+            ply = self._plies[-1]
+            start = time.perf_counter()
+            batched = jax.tree_util.tree_map(lambda x: x[None], ply.state)
+            out = jax.device_get(self._policy(batched, self._next_key()))
+            seconds = time.perf_counter() - start
+            action = int(out.action[0])
+            if not bool(ply.meta.action_mask[action]):
+                raise RuntimeError(f"the agent chose the illegal action {action}")
+            weights = np.asarray(out.weights[0], np.float64)
+            top = [int(a) for a in np.argsort(-weights, kind="stable")[:TOP_MOVES]]
+            reply = {
+                "action": action,
+                "label": move_label(self.env.name, action),
+                "value": float(out.value[0]),
+                "seconds": round(seconds, 4),
+                "top": [
+                    {
+                        "action": a,
+                        "label": move_label(self.env.name, a),
+                        "weight": float(weights[a]),
+                    }
+                    for a in top
+                    if weights[a] > 0
+                ],
+            }
+            self._play(action, "agent", reply)
+        raise RuntimeError(f"the agent moved {MAX_AGENT_MOVES} times in a row")
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def _static_files() -> dict[str, tuple[bytes, str]]:
+    """The page's files by URL path, read once from the package."""
+    folder = resources.files("turbozero.play") / "static"
+    files: dict[str, tuple[bytes, str]] = {}
+    for item in folder.iterdir():
+        suffix = "." + item.name.rsplit(".", 1)[-1] if "." in item.name else ""
+        if item.is_file() and suffix in _STATIC_TYPES:
+            files[f"/static/{item.name}"] = (item.read_bytes(), _STATIC_TYPES[suffix])
+    files["/"] = files["/static/index.html"]
+    return files
+
+
+def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
+    static = _static_files()
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "turbozero-play"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            if not quiet:
+                super().log_message(format, *args)
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, status: int, data: Any) -> None:
+            self._send(status, json.dumps(data).encode(), "application/json")
+
+        def _body(self) -> dict[str, Any]:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                raise IllegalMoveError(f"request body over {MAX_BODY_BYTES} bytes")
+            raw = self.rfile.read(length) if length else b"{}"
+            try:
+                data = json.loads(raw or b"{}")
+            except json.JSONDecodeError as err:
+                raise IllegalMoveError(f"request body is not JSON: {err}") from None
+            if not isinstance(data, dict):
+                raise IllegalMoveError("request body must be a JSON object")
+            return data
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/api/state":
+                self._json(200, game.snapshot())
+            elif path in static:
+                self._send(200, *static[path])
+            else:
+                self._json(404, {"error": f"no such page: {path}"})
+
+        def do_POST(self) -> None:
+            path = self.path.split("?", 1)[0]
+            try:
+                body = self._body()
+                if path == "/api/move":
+                    if "action" not in body:
+                        raise IllegalMoveError('send {"action": <int>}')
+                    self._json(200, game.move(body["action"]))
+                elif path == "/api/undo":
+                    self._json(200, game.undo())
+                elif path == "/api/new":
+                    first = body.get("human_first")
+                    if first is not None and not isinstance(first, bool):
+                        raise IllegalMoveError(f"human_first must be true or false, got {first!r}")
+                    self._json(200, game.new(first))
+                else:
+                    self._json(404, {"error": f"no such endpoint: {path}"})
+            except IllegalMoveError as err:
+                self._json(HTTPStatus.BAD_REQUEST, {"error": str(err)})
+            except Exception as err:  # keep serving; say what went wrong
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(err)})
+
+    return Handler
+
+
+def make_server(
+    game: Game, *, port: int = 0, host: str = HOST, quiet: bool = True
+) -> ThreadingHTTPServer:
+    """An HTTP server for `game` on `host:port`; a port in use (or 0) gets a free one.
+
+    Its address is `server.server_address`; run it with `serve_forever()` (in a thread for tests).
+    """
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in [0, 65535], got {port}")
+    handler = _make_handler(game, quiet=quiet)
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as err:
+        if port == 0 or err.errno not in (errno.EADDRINUSE, errno.EACCES):
+            raise
+        server = ThreadingHTTPServer((host, 0), handler)
+    server.daemon_threads = True
+    return server
+
+
+def url_of(server: ThreadingHTTPServer) -> str:
+    host, port = server.server_address[:2]
+    name = host.decode() if isinstance(host, bytes) else str(host)
+    return f"http://{name}:{port}/"
+
+
+def serve(
+    path: str,
+    *,
+    human_first: bool = False,
+    num_simulations: int | None = None,
+    port: int = 8000,
+    open_browser: bool = True,
+    which: str = "best",
+) -> None:
+    """Load the agent of run `path` and serve a game against it until interrupted (Ctrl-C)."""
+    import webbrowser
+
+    import turbozero
+
+    loaded = turbozero.load_agent(path, num_simulations, which=which)
+    print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
+    start = time.perf_counter()
+    game = Game(loaded, human_first=human_first)
+    game.warm_up()
+    seconds = time.perf_counter() - start
+    server = make_server(game, port=port)
+    url = url_of(server)
+    print(f"{game.agent_name} ready in {seconds:.1f} s: {url}  (Ctrl-C stops)", flush=True)
+    if open_browser:
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

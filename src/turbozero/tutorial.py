@@ -1,0 +1,331 @@
+"""The API of the "How to turbozero" tutorial, as thin facades over the functional core.
+
+Each class here only holds configuration and hands it to the factories (`envs.from_functions`,
+`make_search`'s selectors, `make_alphazero`, `train`); nothing is compiled or implemented twice.
+`docs/coming-from-turbozero.md` maps every tutorial name to where it lives.
+
+Corrections of the reference kept on purpose: the network's output is treated as logits exactly
+once; illegal actions are masked at every search node; self-play always uses the latest
+parameters; a checkpoint directory is never wiped (an existing one is an error unless resumed);
+testers that run every `eval_every` epochs work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+
+from turbozero import envs
+from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
+from turbozero.alphazero.losses import az_loss
+from turbozero.alphazero.train import train
+from turbozero.nets import AZResnet, AZResnetConfig
+from turbozero.search import gumbel, muzero_puct, puct
+from turbozero.search.selector import Selector
+from turbozero.types import StepMetadata
+
+__all__ = [
+    "MCTS",
+    "AZResnet",
+    "AZResnetConfig",
+    "AlphaZero",
+    "ApproxEloTester",
+    "BaselineTester",
+    "EpisodeReplayBuffer",
+    "GumbelSelector",
+    "MuZeroPUCTSelector",
+    "PUCTSelector",
+    "StepMetadata",
+    "Trainer",
+    "TwoPlayerTester",
+    "az_default_loss_fn",
+    "make_nn_eval_fn",
+]
+
+
+# -- selectors ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class PUCTSelector:
+    """AlphaZero's PUCT rule (`turbozero.search.puct`)."""
+
+    c: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class MuZeroPUCTSelector:
+    """MuZero's PUCT rule with min-max normalised Q (`turbozero.search.muzero_puct`)."""
+
+    c1: float = 1.25
+    c2: float = 19652.0
+
+
+@dataclasses.dataclass(frozen=True)
+class GumbelSelector:
+    """Gumbel MuZero's root rule (`turbozero.search.gumbel`)."""
+
+    max_num_considered_actions: int = 16
+    gumbel_scale: float = 1.0
+
+
+# -- network -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class NNEvalFn:
+    """What `make_nn_eval_fn` returns: the module and the state -> input function.
+
+    Calling it is the foundation's `eval_fn(params, observations, key)` (observations are the
+    outputs of `state_to_nn_input`); the network output is treated as logits exactly once.
+    """
+
+    nn: Any
+    state_to_nn_input: Callable[[Any], Any]
+
+    def __call__(self, params, observations, key):
+        out: Any = self.nn.apply(params, observations, train=False)
+        return out
+
+
+def make_nn_eval_fn(nn: Any, state_to_nn_input_fn: Callable[[Any], Any]) -> NNEvalFn:
+    return NNEvalFn(nn, state_to_nn_input_fn)
+
+
+# -- evaluator ---------------------------------------------------------------------------------
+class MCTS:
+    """The search backend marker for `AlphaZero(MCTS)` (our batched MCTS is the only one)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _AlphaZeroEvaluator:
+    eval_fn: NNEvalFn
+    num_iterations: int
+    max_nodes: int
+    branching_factor: int
+    action_selector: Any = dataclasses.field(default_factory=PUCTSelector)
+    temperature: float = 1.0
+    dirichlet_alpha: float = 0.3
+    dirichlet_epsilon: float = 0.25
+    persist_tree: bool = True
+    discount: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.eval_fn, NNEvalFn):
+            raise TypeError("eval_fn must come from make_nn_eval_fn(nn, state_to_nn_input_fn)")
+        SearchConfig(num_simulations=self.num_iterations, max_nodes=self.max_nodes)  # validates
+
+    def selector(self) -> Selector:
+        s = self.action_selector
+        if isinstance(s, PUCTSelector):
+            return puct(
+                c_puct=s.c,
+                dirichlet_alpha=self.dirichlet_alpha,
+                dirichlet_fraction=self.dirichlet_epsilon,
+            )
+        if isinstance(s, MuZeroPUCTSelector):
+            return muzero_puct(
+                pb_c_init=s.c1,
+                pb_c_base=s.c2,
+                dirichlet_alpha=self.dirichlet_alpha,
+                dirichlet_fraction=self.dirichlet_epsilon,
+            )
+        if isinstance(s, GumbelSelector):
+            return gumbel(
+                max_num_considered_actions=s.max_num_considered_actions,
+                gumbel_scale=s.gumbel_scale,
+            )
+        raise TypeError(
+            "action_selector must be PUCTSelector(), MuZeroPUCTSelector() or GumbelSelector()"
+        )
+
+
+def AlphaZero(backend: type = MCTS) -> type:  # noqa: N802 - the tutorial's spelling
+    """`AlphaZero(MCTS)(eval_fn=..., num_iterations=..., max_nodes=..., ...)`."""
+    if backend is not MCTS:
+        raise ValueError("AlphaZero(backend): only MCTS is available")
+    return _AlphaZeroEvaluator
+
+
+# -- memory ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class EpisodeReplayBuffer:
+    """Positions kept per parallel game (total = batch_size x capacity)."""
+
+    capacity: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+
+
+# -- loss --------------------------------------------------------------------------------------
+def az_default_loss_fn(params, batch, *, apply_fn, l2_reg_lambda: float = 1e-4, **kwargs):
+    """The tutorial's loss name: `az_loss` with `l2_reg_lambda` as the L2 weight."""
+    return az_loss(params, batch, apply_fn=apply_fn, l2=l2_reg_lambda, **kwargs)
+
+
+# -- testers -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TwoPlayerTester:
+    """The current network against the best so far, `num_episodes` games."""
+
+    num_episodes: int = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineTester:
+    """The current network against a fixed opponent: "random", "perfect" or "mcts:N"."""
+
+    opponent: str = "random"
+    num_episodes: int = 32
+
+
+class ApproxEloTester:
+    """Approximate Elo against a pool of past networks (ratings by maximum likelihood)."""
+
+    def __init__(
+        self,
+        total_epochs: int | None = None,
+        episodes_per_opponent: int = 16,
+        num_opponents: int | None = None,
+        rating_optim_steps: int | None = None,
+        rating_optim_lr: float | None = None,
+        *,
+        num_opponenets: int | None = None,
+    ):
+        if num_opponenets is not None:
+            warnings.warn(
+                "ApproxEloTester(num_opponenets=...) is misspelt; use num_opponents",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            num_opponents = num_opponenets if num_opponents is None else num_opponents
+        self.total_epochs = total_epochs
+        self.episodes_per_opponent = max(2, episodes_per_opponent + episodes_per_opponent % 2)
+        self.num_opponents = num_opponents or 5
+        # The ratings are fitted by Newton's method to convergence: the optimiser settings of the
+        # reference are accepted and not needed.
+        self.rating_optim_steps = rating_optim_steps
+        self.rating_optim_lr = rating_optim_lr
+
+
+# -- trainer -----------------------------------------------------------------------------------
+class Trainer:
+    """The tutorial's trainer: collects self-play, trains, tests; `train_loop` runs it."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        train_batch_size: int,
+        env_step_fn: Callable[..., Any],
+        env_init_fn: Callable[..., Any],
+        state_to_nn_input_fn: Callable[[Any], Any],
+        nn: Any,
+        loss_fn: Callable[..., Any] = az_default_loss_fn,
+        optimizer: optax.GradientTransformation,
+        evaluator: _AlphaZeroEvaluator,
+        memory_buffer: EpisodeReplayBuffer,
+        max_episode_steps: int = 1000,
+        warmup_steps: int = 0,
+        collection_steps_per_epoch: int = 1,
+        train_steps_per_epoch: int = 1,
+        testers: Sequence[Any] = (),
+        evaluator_test: _AlphaZeroEvaluator | None = None,
+        data_transform_fns: Sequence[Callable[..., Any]] = (),
+        ckpt_dir: str | None = None,
+        wandb_project_name: str = "",
+        env_name: str = "game",
+        seed: int = 0,
+    ):
+        self.env = envs.from_functions(
+            init_fn=env_init_fn,
+            step_fn=env_step_fn,
+            observe_fn=state_to_nn_input_fn,
+            name=f"custom:{env_name}",
+        )
+        if evaluator.branching_factor != self.env.num_actions:
+            raise ValueError(
+                f"branching_factor={evaluator.branching_factor} differs from the game's "
+                f"{self.env.num_actions} actions"
+            )
+        self.nn = nn
+        self.evaluator = evaluator
+        self.evaluator_test = evaluator_test or evaluator
+        self.loss_fn = loss_fn
+        self.optimizer = optimizer
+        self.data_transform_fns = list(data_transform_fns)
+        self.ckpt_dir = ckpt_dir
+        opponents: list[str] = []
+        eval_games = 2
+        elo_pool, elo_games = 0, 16
+        for t in testers:
+            if isinstance(t, TwoPlayerTester):
+                opponents.append("best")
+                eval_games = max(eval_games, t.num_episodes + t.num_episodes % 2)
+            elif isinstance(t, BaselineTester):
+                opponents.append(t.opponent)
+                eval_games = max(eval_games, t.num_episodes + t.num_episodes % 2)
+            elif isinstance(t, ApproxEloTester):
+                elo_pool, elo_games = t.num_opponents, t.episodes_per_opponent
+            else:
+                raise TypeError(f"unknown tester {t!r}")
+        self.config = AlphaZeroConfig(
+            env=self.env.name,
+            seed=seed,
+            num_games=batch_size,
+            search=SearchConfig(
+                num_simulations=evaluator.num_iterations,
+                max_nodes=evaluator.max_nodes,
+                discount=evaluator.discount,
+                reuse=None if evaluator.persist_tree else False,
+            ),
+            temperature=evaluator.temperature,
+            temperature_moves=max_episode_steps if evaluator.temperature > 0 else 0,
+            max_episode_steps=max_episode_steps,
+            memory_capacity=memory_buffer.capacity,
+            train_batch_size=train_batch_size,
+            warmup_steps=warmup_steps,
+            collection_steps_per_epoch=collection_steps_per_epoch,
+            train_steps_per_epoch=train_steps_per_epoch,
+            eval_games=eval_games,
+            eval_simulations=self.evaluator_test.num_iterations,
+            eval_opponents=tuple(opponents),
+            elo_pool_size=elo_pool,
+            elo_games_per_opponent=elo_games,
+            wandb_project=wandb_project_name or None,
+        )
+
+    def parts(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "module": self.nn,
+            "selector": self.evaluator.selector(),
+            "optimizer": self.optimizer,
+            "loss_fn": self.loss_fn,
+            "augment_fns": self.data_transform_fns,
+        }
+
+    def train_loop(
+        self,
+        key: Any = None,
+        num_epochs: int = 1,
+        eval_every: int = 1,
+        *,
+        seed: int | None = None,
+        resume: bool = False,
+    ) -> dict[str, Any]:
+        """Run `num_epochs` epochs; prints `Epoch N: {...}` lines; returns the run summary.
+
+        `key` (a PRNG key) or `seed` fixes the run; a key is reduced to an integer seed so the
+        run directory records it.
+        """
+        if seed is None:
+            seed = 0 if key is None else int(np.asarray(jax.random.key_data(key)).ravel()[-1])
+        cfg = dataclasses.replace(
+            self.config, seed=seed, num_epochs=num_epochs, eval_every=eval_every
+        )
+        return train(cfg, self.ckpt_dir, resume=resume, progress=False, parts=self.parts())

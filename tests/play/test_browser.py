@@ -1,0 +1,113 @@
+"""The play page in headless Chromium: clicks on the board play whole games against the agent.
+
+The page's `?autoplay=N` mode picks random legal moves and plays them by dispatching mouse clicks
+at the cells' screen positions, so the page's own click handler maps them back to moves; it then
+writes a JSON summary into the DOM, which `--dump-dom` prints. Needs Debian's `chromium`
+(`apt-get install -y chromium`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import struct
+import subprocess
+import threading
+
+import pytest
+
+import turbozero
+from tests.play.test_server import replay, request, tiny_run  # noqa: F401 (fixture)
+from turbozero.play import Game, make_server
+from turbozero.play.server import url_of
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1000,720",
+    "--virtual-time-budget=60000",  # ms of page time; fetches to the server pause it
+]
+
+
+def run_chromium(tmp_path, url: str, *extra: str) -> str:
+    if shutil.which(CHROMIUM) is None:
+        pytest.skip(f"{CHROMIUM} is absent; install it with `apt-get install -y chromium`")
+    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+    profile.mkdir()
+    done = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def served(tiny_run):  # noqa: F811
+    game = Game(turbozero.load_agent(tiny_run), human_first=True, seed=1)
+    game.warm_up()
+    server = make_server(game, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield url_of(server), game
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def autoplay_summary(dom: str) -> dict:
+    m = re.search(r'<pre id="autoplay-log"[^>]*>(.*?)</pre>', dom, re.S)
+    assert m and m.group(1), dom[-3000:]
+    return json.loads(html.unescape(m.group(1)))
+
+
+@pytest.mark.parametrize("human_first", [True, False])
+def test_clicks_in_the_browser_play_a_whole_game_with_legal_replies_and_the_right_result(
+    served, tmp_path, human_first
+):
+    url, game = served
+    assert request(url, "/api/new", {"human_first": human_first})[0] == 200
+    dom = run_chromium(tmp_path, url + "?autoplay=100&seed=3&undo=1&illegal=1", "--dump-dom")
+    summary = autoplay_summary(dom)
+    assert summary["error"] is None and summary["done"], summary
+    assert 'data-autoplay="done"' in dom
+    # every human move was a click on the board (tic-tac-toe has no pass button)
+    assert summary["board_clicks"] >= summary["human_moves"] >= 3 and summary["button_clicks"] == 0
+    assert summary["undone"]  # the Undo button restored the position
+    assert "illegal" in summary["illegal_error"]  # a click on a taken square was refused
+    _, state = request(url, "/api/state")
+    assert state["over"] and summary["over"]
+    assert summary["history"] == state["history"]
+    assert state["history"][0]["by"] == ("human" if human_first else "agent")
+    (first, second), legal = replay(game.env, state["history"])
+    assert all(legal)  # the agent's replies were legal too
+    human, agent = (first, second) if human_first else (second, first)
+    expected = "human" if human > agent else "agent" if agent > human else "draw"
+    assert state["result"]["winner"] == expected
+    assert summary["status"] == state["result"]["text"]  # the page says who won
+
+
+def test_a_screenshot_of_a_game_in_progress_is_a_png(served, tmp_path):
+    url, _ = served
+    assert request(url, "/api/new", {"human_first": True})[0] == 200
+    shot = tmp_path / "play.png"
+    run_chromium(tmp_path, url + "?autoplay=2&seed=5", f"--screenshot={shot}")
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (1000, 720)
+    _, state = request(url, "/api/state")
+    assert len(state["history"]) == 4 and not state["over"]  # two moves each, shown in the shot

@@ -1,0 +1,267 @@
+"""The play server: a game kept by the server, driven over HTTP as the page drives it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+import socket
+import threading
+import urllib.error
+import urllib.request
+
+import jax
+import numpy as np
+import pytest
+
+import turbozero
+from turbozero.alphazero import train
+from turbozero.alphazero.config import tic_tac_toe as tic_tac_toe_preset
+from turbozero.play import Game, board_cells, make_server
+from turbozero.play.server import url_of
+
+TINY_RUN = [
+    "num_games=8",
+    "train_batch_size=16",
+    "collection_steps_per_epoch=9",
+    "num_epochs=1",
+    "eval_every=1",
+    "eval_games=4",
+    "eval_opponents=random",
+    "search.num_simulations=8",
+    "search.max_nodes=12",
+    "memory_capacity=16",
+    "warmup_steps=0",
+    "augment=false",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A one-epoch tic-tac-toe run directory (seconds with a warm compilation cache)."""
+    run = tmp_path_factory.mktemp("play") / "ttt"
+    train(tic_tac_toe_preset().with_overrides(TINY_RUN), run, progress=False)
+    return run
+
+
+@pytest.fixture(scope="module")
+def served(tiny_run):
+    """`(url, game)`: a server for one game against the tiny run's agent, in a thread."""
+    game = Game(turbozero.load_agent(tiny_run), human_first=True, seed=0)
+    game.warm_up()
+    server = make_server(game, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield url_of(server), game
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def request(url: str, path: str, body=None) -> tuple[int, dict]:
+    """`(status, json)` of a GET (no body) or a POST of `body` as JSON."""
+    data = None if body is None else json.dumps(body).encode()
+    method = "GET" if body is None else "POST"
+    req = urllib.request.Request(
+        url + path.lstrip("/"),
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as err:
+        with err:
+            return err.code, json.load(err)
+
+
+def new_game(url: str, human_first: bool = True) -> dict:
+    status, state = request(url, "/api/new", {"human_first": human_first})
+    assert status == 200
+    return state
+
+
+def replay(env, history: list[dict]) -> tuple[np.ndarray, list[bool]]:
+    """The env's summed rewards of (first mover, second mover) over `history`, and whether each
+    move was legal where it was played."""
+    init, step = jax.jit(env.init), jax.jit(env.step)
+    state, meta = init(jax.random.PRNGKey(0))
+    first = int(meta.cur_player_id)
+    returns = np.asarray(meta.rewards, np.float64)
+    legal = []
+    for h in history:
+        legal.append(bool(meta.action_mask[h["action"]]) and not bool(meta.terminated))
+        state, meta = step(state, h["action"], jax.random.PRNGKey(0))
+        returns = returns + np.asarray(meta.rewards, np.float64)
+    assert bool(meta.terminated)
+    return returns[[first, 1 - first]], legal
+
+
+def test_state_has_the_board_svg_and_the_legal_moves(served):
+    url, _ = served
+    state = new_game(url)
+    assert state["env"] == "tic_tac_toe"
+    assert state["svg"].startswith("<svg")
+    assert state["to_move"] == "human" and not state["over"] and state["history"] == []
+    assert state["legal"] == list(range(9))
+    assert [m["label"] for m in state["moves"]][:3] == ["a1", "b1", "c1"]
+    assert sorted(c[0] for c in state["cells"]) == list(range(9))
+
+
+def test_the_page_and_its_files_are_served_from_the_package(served):
+    url, _ = served
+    with urllib.request.urlopen(url, timeout=10) as response:
+        page = response.read().decode()
+    assert "/static/app.js" in page and not re.search(r'(src|href)="(https?:)?//', page)
+    for name in ("app.js", "style.css"):
+        with urllib.request.urlopen(url + "static/" + name, timeout=10) as response:
+            assert response.status == 200 and response.read()
+    assert request(url, "/static/../server.py")[0] == 404
+    assert request(url, "/api/nothing")[0] == 404
+
+
+def test_illegal_moves_are_refused_with_400_and_a_json_error(served):
+    url, _ = served
+    new_game(url)
+    status, state = request(url, "/api/move", {"action": 4})
+    assert status == 200
+    for bad in (4, 9, -1, "4", True, None, 2.0):
+        status, answer = request(url, "/api/move", {"action": bad})
+        assert status == 400 and answer["error"], bad
+    assert request(url, "/api/move", {})[0] == 400
+    assert request(url, "/api/move", [4])[0] == 400
+    assert request(url, "/api/new", {"human_first": "yes"})[0] == 400
+    assert "illegal" in request(url, "/api/move", {"action": 4})[1]["error"]
+    assert request(url, "/api/state")[1]["history"] == state["history"]  # nothing changed
+
+
+def test_a_legal_move_gets_a_legal_agent_reply_with_value_and_top_moves(served):
+    url, game = served
+    before = new_game(url)
+    status, state = request(url, "/api/move", {"action": 4})
+    assert status == 200
+    human, agent = state["history"]
+    assert (human["by"], human["action"], agent["by"]) == ("human", 4, "agent")
+    assert agent["action"] in before["legal"] and agent["action"] != 4
+    assert agent["action"] not in state["legal"]
+    reply = state["reply"]
+    assert reply["action"] == agent["action"] and -1.0 <= reply["value"] <= 1.0
+    weights = [t["weight"] for t in reply["top"]]
+    assert weights == sorted(weights, reverse=True) and sum(weights) <= 1.0 + 1e-5
+    assert {t["action"] for t in reply["top"]} <= set(before["legal"]) - {4}
+    assert state["to_move"] == "human" and state["can_undo"]
+
+
+def test_replies_do_not_compile_the_policy_again(served):
+    url, game = served
+    new_game(url)
+    n = game.compiled_policy._cache_size()
+    request(url, "/api/move", {"action": 0})
+    request(url, "/api/move", {"action": request(url, "/api/state")[1]["legal"][0]})
+    assert game.compiled_policy._cache_size() == n == 1
+
+
+def test_undo_restores_the_position_before_the_human_move(served):
+    url, _ = served
+    new_game(url)
+    request(url, "/api/move", {"action": 0})
+    _, before = request(url, "/api/state")
+    _, after = request(url, "/api/move", {"action": before["legal"][-1]})
+    assert len(after["history"]) == len(before["history"]) + 2
+    status, undone = request(url, "/api/undo", {})
+    assert status == 200
+    for k in ("svg", "legal", "history", "to_move", "reply", "over"):
+        assert undone[k] == before[k], k
+    request(url, "/api/undo", {})
+    status, answer = request(url, "/api/undo", {})
+    assert status == 400 and "nothing to undo" in answer["error"]
+
+
+def test_agent_first_game_opens_with_the_agents_move_that_cannot_be_undone(served):
+    url, _ = served
+    state = new_game(url, human_first=False)
+    assert [h["by"] for h in state["history"]] == ["agent"]
+    assert state["to_move"] == "human" and len(state["legal"]) == 8 and not state["can_undo"]
+    assert state["reply"]["action"] == state["history"][0]["action"]
+    assert request(url, "/api/undo", {})[0] == 400
+
+
+@pytest.mark.parametrize("human_first", [True, False])
+def test_a_full_game_ends_with_the_result_of_the_environment_rewards(served, human_first):
+    url, game = served
+    rng = random.Random(int(human_first))
+    state = new_game(url, human_first)
+    while not state["over"]:
+        status, state = request(url, "/api/move", {"action": rng.choice(state["legal"])})
+        assert status == 200
+    (first, second), legal = replay(game.env, state["history"])
+    assert all(legal)  # the agent's replies included
+    human, agent = (first, second) if human_first else (second, first)
+    result = state["result"]
+    np.testing.assert_allclose(result["returns"][state["human_player"]], human)
+    np.testing.assert_allclose(result["returns"][1 - state["human_player"]], agent)
+    expected = "human" if human > agent else "agent" if agent > human else "draw"
+    assert result["winner"] == expected
+    assert state["legal"] == [] and state["to_move"] is None
+    assert request(url, "/api/move", {"action": 0})[0] == 400
+
+
+def test_a_busy_port_gives_a_free_one(served):
+    _, game = served
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        server = make_server(game, port=port)
+        try:
+            host, other = server.server_address[:2]
+            assert host == "127.0.0.1" and other not in (0, port)
+            assert url_of(server) == f"http://127.0.0.1:{other}/"
+        finally:
+            server.server_close()
+
+
+def _drawn_centres(svg_before: str, svg_after: str) -> list[tuple[float, float]]:
+    """Centres of the shapes `svg_after` adds, in the SVG's user units (pgx translations)."""
+    shapes = re.compile(r"<(circle|line|polygon)[^>]*>")
+    old = set(m.group(0) for m in shapes.finditer(svg_before))
+    dx = sum(float(t.split(",")[0]) for t in re.findall(r"translate\(([^)]*)\)", svg_after))
+    dy = sum(float(t.split(",")[1]) for t in re.findall(r"translate\(([^)]*)\)", svg_after))
+    out = []
+    for m in shapes.finditer(svg_after):
+        tag = m.group(0)
+        if tag in old:
+            continue
+        a = dict(re.findall(r'(\w+)="([^"]*)"', tag))
+        if m.group(1) == "circle":
+            x, y = float(a["cx"]), float(a["cy"])
+        elif m.group(1) == "line":
+            x, y = (float(a["x1"]) + float(a["x2"])) / 2, (float(a["y1"]) + float(a["y2"])) / 2
+        else:
+            pts = np.array([p.split(",") for p in a["points"].split()], float)
+            x, y = pts.mean(0)
+        out.append((x + dx, y + dy))
+    return out
+
+
+@pytest.mark.parametrize(("name", "action"), [("tic_tac_toe", 5), ("connect_four", 3)])
+def test_board_cells_lie_where_pgx_draws_the_stone(name, action):
+    env = turbozero.envs.make(name)
+    state, _ = env.init(jax.random.PRNGKey(0))
+    after, _ = env.step(state, action, jax.random.PRNGKey(0))
+    drawn = _drawn_centres(env.render_svg(state), env.render_svg(after))
+    cells = [(x, y) for a, x, y, _ in board_cells(name) if a == action]
+    assert any(np.hypot(x - cx, y - cy) < 1.0 for x, y in drawn for cx, cy in cells)
+
+
+def test_one_player_games_are_refused_with_the_reason(served):
+    _, game = served
+    solo = dataclasses.replace(game.env, name="solo", num_players=1)
+
+    class Loaded:
+        env = solo
+
+    with pytest.raises(ValueError, match="two-player game; 'solo' has 1 player"):
+        Game(Loaded())

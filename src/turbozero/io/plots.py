@@ -6,7 +6,16 @@ from pathlib import Path
 from typing import Any
 
 GROUPS = {
-    "losses": ("loss", "policy_loss", "value_loss", "policy_kl", "value_mae"),
+    "losses": (
+        "loss",
+        "policy_loss",
+        "value_loss",
+        "policy_kl",
+        "value_mae",
+        "actor_loss",
+        "entropy",
+        "approx_kl",
+    ),
     "throughput": ("positions_per_s", "train_steps_per_s", "simulations_per_s", "tree_fullness"),
 }
 

@@ -7,6 +7,7 @@ from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, StepOutput, ma
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.gae import truncated_gae
 from turbozero.ppo.learner import PPO, LearnerState, Transition, absolute_evaluate, make_ppo
+from turbozero.ppo.load import LoadedAgent, PPOAgentParams, evaluate_run, load_agent
 from turbozero.ppo.losses import (
     clipped_value_loss,
     entropy_bonus,
@@ -21,7 +22,7 @@ from turbozero.ppo.networks import (
     make_actor_critic,
 )
 from turbozero.ppo.normalize import RunningStats
-from turbozero.ppo.train import train_ppo
+from turbozero.ppo.train import CheckpointState, train_ppo
 
 __all__ = [
     "PPO",
@@ -30,8 +31,11 @@ __all__ = [
     "AutoResetEnv",
     "AutoResetState",
     "Categorical",
+    "CheckpointState",
     "DiagGaussian",
     "LearnerState",
+    "LoadedAgent",
+    "PPOAgentParams",
     "PPOConfig",
     "RunningStats",
     "StepOutput",
@@ -39,6 +43,8 @@ __all__ = [
     "absolute_evaluate",
     "clipped_value_loss",
     "entropy_bonus",
+    "evaluate_run",
+    "load_agent",
     "make_actor_critic",
     "make_autoreset",
     "make_ppo",

@@ -62,6 +62,9 @@ class PPOConfig(Config):
     eval_greedy: bool = True  # mode of the policy (True) or samples (False)
     eval_max_steps: int = 1000  # an evaluation episode is cut after this many steps
     absolute_eval_factor: int = 10  # the best params are re-evaluated with this many x episodes
+    # Checkpoints (orbax, in RUN/checkpoints; `train_ppo(..., resume=True)` continues exactly).
+    checkpoint_every: int = 1  # save after every this many evaluations (and at the end)
+    keep_checkpoints: int | None = 3  # newest checkpoints kept; None keeps all
 
     def validate(self) -> None:
         if not isinstance(self.env, str) or not self.env:
@@ -80,6 +83,9 @@ class PPOConfig(Config):
         ):
             check_range(name, getattr(self, name), low=1)
         check_range("obs_norm_warmup_steps", self.obs_norm_warmup_steps, low=0)
+        check_range("checkpoint_every", self.checkpoint_every, low=1)
+        if self.keep_checkpoints is not None:
+            check_range("keep_checkpoints", self.keep_checkpoints, low=1)
         batch = self.num_envs * self.rollout_length
         if batch % self.num_minibatches:
             raise ConfigError(
@@ -146,15 +152,15 @@ def ppo_cartpole() -> PPOConfig:
 
 
 @register_preset(
-    "ppo_acrobot", "PPO on gymnax Acrobot-v1 (16 envs x 128 steps, ~1M steps)", algorithm="ppo"
+    "ppo_acrobot", "PPO on gymnax Acrobot-v1 (16 envs x 128 steps, ~0.5M steps)", algorithm="ppo"
 )
 def ppo_acrobot() -> PPOConfig:
     return PPOConfig(
         env="gymnax:Acrobot-v1",
         num_envs=16,
         rollout_length=128,
-        num_updates=500,
-        num_updates_per_eval=25,
+        num_updates=240,
+        num_updates_per_eval=20,
         epochs=4,
         num_minibatches=8,
         actor_lr=1e-3,

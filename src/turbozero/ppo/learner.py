@@ -126,6 +126,15 @@ def _mask_policy(dist: Distribution, mask: Array | None) -> Distribution:
     return Categorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
 
 
+def _per_sample(dist: Distribution) -> Distribution:
+    """`dist` with every field batched like its samples (`[E, ...]`), so that it can be stacked
+    over time, flattened and shuffled with the rest of a rollout. A Gaussian head's shared
+    log standard deviation `[D]` is broadcast to `[E, D]`."""
+    if isinstance(dist, DiagGaussian):
+        return DiagGaussian(dist.mean, jnp.broadcast_to(dist.log_std, dist.mean.shape))
+    return dist
+
+
 def _flatten_time(x: Array) -> Array:
     return jnp.reshape(x, (x.shape[0] * x.shape[1], *x.shape[2:]))
 
@@ -316,7 +325,7 @@ def make_ppo(
                 truncated=out.truncated,
                 next_obs=out.next_observation,
                 action_mask=mask,
-                old_policy=dist if cfg.loss == "kl_penalty" else None,
+                old_policy=_per_sample(dist) if cfg.loss == "kl_penalty" else None,
                 episode_return=out.episode_return,
                 episode_length=out.episode_length,
             )

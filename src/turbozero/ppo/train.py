@@ -1,159 +1,362 @@
 """`train_ppo`: the host loop around the compiled learner, writing a run directory.
 
-Each iteration runs one compiled call of `num_updates_per_eval` updates for all `num_seeds` seeds
-(`vmap`), evaluates every seed, keeps each seed's best parameters (by mean evaluation return) and
-appends one row to `metrics.jsonl`. At the end the best parameters are re-evaluated with
-`absolute_eval_factor` times as many episodes (the "absolute metric") and `summary.json` is written.
+Each iteration ("epoch") runs one compiled call of `num_updates_per_eval` updates for all
+`num_seeds` seeds (`vmap`), evaluates every seed, keeps each seed's best parameters and observation
+statistics (by mean evaluation return), appends one row to `metrics.jsonl` and, every
+`checkpoint_every` epochs, saves a checkpoint. At the end the best parameters are re-evaluated with
+`absolute_eval_factor` times as many episodes (the "absolute metric"), `summary.json` and the plots
+are written.
+
+Run directory (see `turbozero.io.rundir`):
+
+    RUN/config.json      {"algorithm": "ppo", "preset": ..., "config": PPOConfig.to_dict()}
+    RUN/checkpoints/     orbax, one step per saved epoch; the newest `keep_checkpoints` are kept
+    RUN/metrics.jsonl    one row per epoch (1-based `epoch`, `env_steps` per seed, losses, eval/*)
+    RUN/summary.json     preset, env, updates, env_steps, wall_seconds, final_metrics, eval
+    RUN/plots/           PNGs of metrics.jsonl
+
+A checkpoint holds `CheckpointState`: the seed-batched `LearnerState` (parameters, both optimiser
+states, observation-normalisation statistics, the training environments and the PRNG key), each
+seed's best parameters and statistics with their evaluation return, and the evaluation key. Resuming
+from it continues the run exactly: `N` epochs, then a resumed run to `N + M`, ends with the same
+parameters as `N + M` epochs in one go. Ctrl-C or SIGTERM finishes the current epoch, saves and
+returns (a second Ctrl-C aborts at once).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import functools
+import signal
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from turbozero.config import get_preset
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.logger import MetricsLogger
+from turbozero.io.plots import plot_run
+from turbozero.io.rundir import RunDir
+from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.config import PPOConfig
-from turbozero.ppo.learner import LearnerState, absolute_evaluate, make_ppo
+from turbozero.ppo.learner import PPO, LearnerState, absolute_evaluate, make_ppo
+from turbozero.ppo.networks import ActorCriticParams
+from turbozero.types import Array, PRNGKey
 
-CheckpointFn = Callable[[int, LearnerState], None]
+ALGORITHM = "ppo"
 
 
-def _mean_row(tree: dict[str, Any], prefix: str = "") -> dict[str, float]:
+class CheckpointState(NamedTuple):
+    """What a PPO checkpoint holds (`S` seeds; every leaf has a leading `[S]` axis but the key).
+
+    Attributes:
+        learner: the seed-batched `LearnerState`.
+        best_params: each seed's parameters with the highest mean evaluation return so far.
+        best_obs_stats: the observation statistics those parameters were evaluated with.
+        best_return: `[S]` that evaluation return (-inf before the first evaluation).
+        eval_key: PRNG key consumed by the next evaluation.
+    """
+
+    learner: LearnerState
+    best_params: ActorCriticParams
+    best_obs_stats: obs_norm.RunningStats
+    best_return: Array
+    eval_key: PRNGKey
+
+
+def seed_keys(config: PPOConfig) -> tuple[PRNGKey, Array]:
+    """The evaluation key and the `[S]` initialisation keys of a run."""
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.num_seeds + 1)
+    return keys[0], keys[1:]
+
+
+def initial_checkpoint(ppo: PPO) -> CheckpointState:
+    """The `CheckpointState` a run starts from (`jit` it: it initialises every seed)."""
+    eval_key, keys = seed_keys(ppo.config)
+    learner = jax.vmap(ppo.init)(keys)
+    return CheckpointState(
+        learner=learner,
+        best_params=learner.params,
+        best_obs_stats=learner.obs_stats,
+        best_return=jnp.full((ppo.config.num_seeds,), -jnp.inf, jnp.float32),
+        eval_key=eval_key,
+    )
+
+
+def abstract_checkpoint(ppo: PPO) -> Any:
+    """Shapes and dtypes of a run's `CheckpointState` (nothing is computed); to restore into."""
+    return jax.eval_shape(functools.partial(initial_checkpoint, ppo))
+
+
+def read_run_config(run: RunDir) -> tuple[PPOConfig, str | None]:
+    """The `PPOConfig` and preset name stored in a PPO run directory.
+
+    Raises:
+        FileNotFoundError: if `run` has no config.json.
+        ValueError: if the run is not a PPO run.
+    """
+    if not run.is_run():
+        raise FileNotFoundError(f"{str(run.path)!r} is not a run directory (no config.json)")
+    saved = run.read_json("config.json")
+    if saved.get("algorithm") != ALGORITHM:
+        raise ValueError(f"{run.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
+    return PPOConfig.from_dict(saved["config"]), saved.get("preset")
+
+
+class _StopFlag:
+    """Ctrl-C / SIGTERM: finish the current epoch, save, return (a second Ctrl-C aborts)."""
+
+    def __init__(self) -> None:
+        self.stop = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopFlag:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread: no handlers
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.stop:
+            raise KeyboardInterrupt
+        self.stop = True
+        print("\nstopping after the current epoch (again to abort)...", file=sys.stderr)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _floats(tree: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Seed means of a dict of arrays."""
     return {prefix + k: float(np.mean(np.asarray(v))) for k, v in tree.items()}
 
 
-def _chunk_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+def _chunk_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """Seed-mean training metrics of one call (`[S, U]` leaves): the last update's losses, and
-    episode statistics over every episode that finished during the call (None if none did)."""
-    out: dict[str, Any] = {k: np.asarray(v)[:, -1] for k, v in metrics.items()}
+    episode statistics over every episode that finished during the call (NaN if none did)."""
+    out = _floats({k: np.asarray(v)[:, -1] for k, v in metrics.items()})
     episodes = np.asarray(metrics["episodes"])
     total = float(episodes.sum())
     for name in ("episode_return", "episode_length"):
         weighted = float((np.asarray(metrics[name]) * episodes).sum())
-        out[name] = np.float64(weighted / total) if total > 0 else np.float64("nan")
-    out["episodes"] = np.float64(total / episodes.shape[0])
+        out[name] = weighted / total if total > 0 else float("nan")
+    out["episodes"] = total / episodes.shape[0]
     return out
+
+
+def _eval_row(metrics: dict[str, Any]) -> dict[str, Any]:
+    """`eval/return` (seed mean of the mean return), the other statistics and per-seed returns."""
+    row = {
+        ("eval/return" if k == "return_mean" else f"eval/{k}"): v
+        for k, v in _floats(metrics).items()
+    }
+    row["eval/return_per_seed"] = np.asarray(metrics["return_mean"]).tolist()
+    return row
+
+
+@jax.jit
+def _keep_best(ckpt: CheckpointState, returns: Array) -> CheckpointState:
+    better = returns > ckpt.best_return
+
+    def pick(new: Array, old: Array) -> Array:
+        return jnp.where(better.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
+
+    params, stats = jax.tree.map(
+        pick,
+        (ckpt.learner.params, ckpt.learner.obs_stats),
+        (ckpt.best_params, ckpt.best_obs_stats),
+    )
+    return ckpt._replace(
+        best_params=params,
+        best_obs_stats=stats,
+        best_return=jnp.maximum(ckpt.best_return, returns),
+    )
+
+
+def default_run_dir(preset: str | None) -> Path:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{preset or 'ppo'}-{stamp}"
+
+
+def _resolve_config(config: PPOConfig | str, preset: str | None) -> tuple[PPOConfig, str | None]:
+    if isinstance(config, str):
+        preset = preset or config
+        spec = get_preset(config)
+        if spec.algorithm != ALGORITHM:
+            raise ValueError(f"preset {config!r} is for {spec.algorithm!r}, not {ALGORITHM}")
+        config = spec.make()  # type: ignore[assignment]
+    if not isinstance(config, PPOConfig):
+        raise TypeError(f"config must be a PPOConfig or a preset name, got {type(config).__name__}")
+    return config, preset
 
 
 def train_ppo(
     config: PPOConfig | str,
-    run_dir: str | None = None,
+    run_dir: str | Path | None = None,
     *,
-    progress: bool = True,
+    resume: bool = False,
     preset: str | None = None,
-    checkpoint_fn: CheckpointFn | None = None,
+    progress: bool | None = None,
+    num_evals: int | None = None,
 ) -> dict[str, Any]:
-    """Train `config.num_seeds` PPO agents in parallel and return the run summary.
+    """Train `config.num_seeds` PPO agents in parallel; returns the summary (also `summary.json`).
 
     Args:
         config: a `PPOConfig`, or the name of a registered PPO preset.
-        run_dir: directory to create (refused if it exists and is not empty); None writes nothing.
-        progress: print one line per evaluation to stderr.
+        run_dir: where to write; defaults to `runs/PRESET-TIMESTAMP`. An existing run directory is
+            an error unless `resume`.
+        resume: continue the run in `run_dir` from its latest checkpoint, exactly (its saved config
+            must equal `config`). Without a checkpoint yet, the run starts from scratch.
         preset: the preset name to record (filled in when `config` is a preset name).
-        checkpoint_fn: hook called as `checkpoint_fn(epoch, state)` after every evaluation with the
-            seed-batched `LearnerState` (leaves `[S, ...]`); the place for orbax checkpoints.
+        progress: rich progress bar (default: when stdout is a terminal); plain lines otherwise.
+        num_evals: stop after this many epochs (compiled calls, each followed by an evaluation) in
+            total, default `config.num_evals`; a later `resume` continues to `config.num_evals`.
+            The learning-rate schedule always spans `config.num_updates`.
 
     Returns:
-        The summary: `preset`, `env`, `updates`, `env_steps` (per seed), `wall_seconds`,
-        `final_metrics` (training metrics of the last call, seed means; episode statistics over
-        the episodes finished during that call) and `eval` (last evaluation and the
-        absolute metric, seed means and per-seed lists).
+        The summary: `preset`, `env`, `updates` and `env_steps` (per seed) done so far,
+        `wall_seconds` (over resumes), `final_metrics` (training metrics of the last epoch, seed
+        means; episode statistics over the episodes finished during it), `eval` (the last
+        evaluation, seed means and per-seed returns, and once the run is complete `absolute`: the
+        best parameters re-evaluated with `absolute_eval_factor` times the episodes).
+
+    Raises:
+        FileExistsError: `run_dir` exists and `resume` is False.
+        FileNotFoundError: `resume` and `run_dir` is not a run directory.
+        ValueError: `resume` with a different config or a run of another algorithm.
     """
-    if isinstance(config, str):
-        preset = preset or config
-        spec = get_preset(config)
-        if spec.algorithm != "ppo":
-            raise ValueError(f"preset {config!r} is for {spec.algorithm!r}, not ppo")
-        config = spec.make()  # type: ignore[assignment]
-    assert isinstance(config, PPOConfig)
-    from turbozero.io import RunDir
-
-    run = RunDir(run_dir).create() if run_dir is not None else None
-    if run is not None:
-        run.write_json("config.json", {"algorithm": "ppo", "preset": preset, **config.to_dict()})
-
-    ppo = make_ppo(config)
-    seeds = config.num_seeds
-    keys = jax.random.split(jax.random.PRNGKey(config.seed), seeds + 1)
-    eval_key, seed_keys = keys[0], keys[1:]
-    init = jax.jit(jax.vmap(ppo.init))
+    config, preset = _resolve_config(config, preset)
+    cfg = config
+    rd = RunDir(run_dir or default_run_dir(preset))
+    if resume:
+        rd.create(resume=True)
+        stored, saved_preset = read_run_config(rd)
+        if stored != cfg:
+            new = cfg.to_dict()
+            diff = {k: (v, new[k]) for k, v in stored.to_dict().items() if new[k] != v}
+            raise ValueError(f"config differs from the run's saved config (saved, given): {diff}")
+        preset = saved_preset or preset
+    else:
+        rd.create()
+        rd.write_json(
+            "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": cfg.to_dict()}
+        )
+    last_epoch = cfg.num_evals if num_evals is None else min(int(num_evals), cfg.num_evals)
+    ppo = make_ppo(cfg)
+    seeds = cfg.num_seeds
     update = jax.jit(jax.vmap(ppo.update))
     evaluate = jax.jit(jax.vmap(ppo.evaluate))
-    evaluate_abs = jax.jit(jax.vmap(absolute_evaluate(ppo)))
+    ckpt_io = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints)
+    log = MetricsLogger(rd, total_epochs=last_epoch, progress=progress, config=cfg)
+    steps_per_epoch = cfg.num_updates_per_eval * cfg.batch_size
 
-    @jax.jit
-    def keep_best(best, best_return, params, stats, returns):
-        better = returns > best_return
+    epoch, saved_epoch, wall0 = 0, -1, 0.0
+    final_metrics: dict[str, float] = {}
+    eval_row: dict[str, Any] = {}
+    log.info(
+        f"turbozero ppo on {cfg.env}: {seeds} seed(s) x {cfg.num_envs} envs, "
+        f"{steps_per_epoch:,} steps/epoch per seed, {cfg.num_evals} epochs -> {rd.path}"
+    )
+    if resume and ckpt_io.latest_step() is not None:
+        ckpt, meta = ckpt_io.restore(abstract_checkpoint(ppo))
+        epoch = saved_epoch = int(meta["epoch"])
+        wall0 = float(meta.get("wall_seconds", 0.0))
+        final_metrics = dict(meta.get("final_metrics", {}))
+        eval_row = dict(meta.get("eval", {}))
+        rd.truncate_metrics(epoch)
+        log.info(f"resumed {rd.path} from epoch {epoch}")
+    else:
+        if resume:
+            log.info("no checkpoint yet; starting from scratch")
+            rd.truncate_metrics(0)
+        ckpt = jax.jit(functools.partial(initial_checkpoint, ppo))()
 
-        def pick(new, old):
-            return jnp.where(better.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
-
-        best = jax.tree.map(pick, (params, stats), best)
-        return best, jnp.maximum(best_return, returns)
-
-    start = time.perf_counter()
-    state = init(seed_keys)
-    best = (state.params, state.obs_stats)
-    best_return = jnp.full((seeds,), -jnp.inf)
-    steps_per_call = config.num_updates_per_eval * config.batch_size
-    train_metrics: dict[str, Any] = {}
-    eval_metrics: dict[str, Any] = {}
-    for epoch in range(config.num_evals):
-        state, train_metrics = update(state)
-        eval_key, k = jax.random.split(eval_key)
-        eval_metrics = evaluate(state.params, state.obs_stats, jax.random.split(k, seeds))
-        best, best_return = keep_best(
-            best, best_return, state.params, state.obs_stats, eval_metrics["return_mean"]
+    def save(epoch: int, wall: float) -> None:
+        nonlocal saved_epoch
+        saved_epoch = epoch
+        ckpt_io.save(
+            epoch,
+            ckpt,
+            {
+                "config": cfg.to_dict(),
+                "epoch": epoch,
+                "updates": epoch * cfg.num_updates_per_eval,
+                "env_steps": epoch * steps_per_epoch,
+                "wall_seconds": wall,
+                "final_metrics": final_metrics,
+                "eval": eval_row,
+                "best_return_per_seed": np.asarray(ckpt.best_return).tolist(),
+            },
         )
-        last = _chunk_metrics(train_metrics)
-        env_steps = (epoch + 1) * steps_per_call
-        row = {
-            "epoch": epoch,
-            "env_steps": env_steps,
-            "updates": (epoch + 1) * config.num_updates_per_eval,
-            "wall_seconds": time.perf_counter() - start,
-            **_mean_row(last, "train/"),
-            **_mean_row(eval_metrics, "eval/"),
-            "eval/return_per_seed": np.asarray(eval_metrics["return_mean"]).tolist(),
+
+    def summary(wall: float) -> dict[str, Any]:
+        return {
+            "preset": preset,
+            "env": cfg.env,
+            "algorithm": ALGORITHM,
+            "seeds": seeds,
+            "epochs": epoch,
+            "updates": epoch * cfg.num_updates_per_eval,
+            "env_steps": epoch * steps_per_epoch,
+            "wall_seconds": wall,
+            "final_metrics": final_metrics,
+            "eval": {k.removeprefix("eval/"): v for k, v in eval_row.items()},
         }
-        if run is not None:
-            run.append_metrics(row)
-        if checkpoint_fn is not None:  # checkpoints (orbax) plug in here
-            checkpoint_fn(epoch, state)
-        if progress:
-            print(
-                f"[ppo] epoch {epoch + 1}/{config.num_evals} steps {env_steps} "
-                f"train_return {row['train/episode_return']:.1f} "
-                f"eval_return {row['eval/return_mean']:.1f} ({row['wall_seconds']:.1f}s)",
-                file=sys.stderr,
-                flush=True,
+
+    start = time.perf_counter() - wall0
+    wall = wall0
+    with _StopFlag() as flag, log:
+        while epoch < last_epoch and not flag.stop:
+            t0 = time.perf_counter()
+            learner, train_metrics = update(ckpt.learner)
+            jax.block_until_ready(learner)
+            t1 = time.perf_counter()
+            eval_key, k = jax.random.split(ckpt.eval_key)
+            returns = evaluate(learner.params, learner.obs_stats, jax.random.split(k, seeds))
+            ckpt = _keep_best(
+                ckpt._replace(learner=learner, eval_key=eval_key), returns["return_mean"]
             )
-    eval_key, k = jax.random.split(eval_key)
-    absolute = evaluate_abs(best[0], best[1], jax.random.split(k, seeds))
-    wall = time.perf_counter() - start
-    last = _chunk_metrics(train_metrics)
-    summary = {
-        "preset": preset,
-        "env": config.env,
-        "updates": config.num_updates,
-        "env_steps": config.num_evals * steps_per_call,
-        "seeds": seeds,
-        "wall_seconds": wall,
-        "final_metrics": _mean_row(last),
-        "eval": {
-            **_mean_row(eval_metrics),
-            "return_per_seed": np.asarray(eval_metrics["return_mean"]).tolist(),
-            "absolute": _mean_row(absolute),
-            "absolute_return_per_seed": np.asarray(absolute["return_mean"]).tolist(),
-            "absolute_episodes": config.eval_episodes * config.absolute_eval_factor,
-        },
-    }
-    if run is not None:
-        run.write_json("summary.json", summary)
-    return summary
+            epoch += 1
+            wall = time.perf_counter() - start
+            final_metrics = _chunk_metrics(train_metrics)
+            eval_row = _eval_row(returns)
+            row = {
+                "epoch": epoch,
+                "env_steps": epoch * steps_per_epoch,
+                "updates": epoch * cfg.num_updates_per_eval,
+                "wall_seconds": wall,
+                "env_steps_per_s": steps_per_epoch * seeds / max(t1 - t0, 1e-9),
+                **final_metrics,
+                **eval_row,
+            }
+            log.epoch(row)
+            if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or flag.stop:
+                save(epoch, wall)
+            rd.write_json("summary.json", summary(wall))
+        if saved_epoch != epoch:  # stopped between an epoch and its (skipped) checkpoint
+            save(epoch, wall)
+        out = summary(wall)
+        if epoch == cfg.num_evals:
+            eval_key, k = jax.random.split(ckpt.eval_key)
+            absolute = jax.jit(jax.vmap(absolute_evaluate(ppo)))(
+                ckpt.best_params, ckpt.best_obs_stats, jax.random.split(k, seeds)
+            )
+            out["eval"].update(
+                absolute=_floats(absolute),
+                absolute_return_per_seed=np.asarray(absolute["return_mean"]).tolist(),
+                absolute_episodes=cfg.eval_episodes * cfg.absolute_eval_factor,
+            )
+            rd.write_json("summary.json", out)
+    ckpt_io.close()
+    plot_run(rd.read_metrics(), rd.plots)
+    log.info(
+        f"done: {epoch}/{cfg.num_evals} epochs, {epoch * steps_per_epoch:,} steps -> {rd.path}"
+    )
+    return out

@@ -1,0 +1,218 @@
+"""Agents from PPO run directories: `load_agent` for the arena and play, `evaluate_run` for eval.
+
+    loaded = load_agent("runs/ppo_cartpole-...")          # best parameters of the best seed
+    states, _ = jax.vmap(loaded.env.init)(jax.random.split(key, 8))
+    actions = loaded.act(states, key)                      # [8] greedy actions
+    result = play_match(loaded.env, loaded.agent, None, key, num_games=32, max_steps=500)
+
+`load_agent` returns a `LoadedAgent`: the `turbozero.arena.Agent` (`agent`), the environment it acts
+in (`env`, built from the run's config) and the run's `config`; `act` and `policy` delegate to the
+agent. (An `Agent` is a frozen pytree that holds only its parameters, so the environment travels
+beside it.) The agent's parameters are `PPOAgentParams`: the actor-critic variables and the
+observation-normalisation statistics they were trained with, so the policy sees the observations
+exactly as in training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from turbozero.arena.agents import Agent, AgentOutput, legal_mask, make_agent, masked_softmax
+from turbozero.envs.core import Env
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.rundir import RunDir
+from turbozero.ppo import normalize as obs_norm
+from turbozero.ppo.config import PPOConfig
+from turbozero.ppo.learner import PPO, make_ppo
+from turbozero.ppo.networks import ActorCriticParams, Categorical
+from turbozero.ppo.train import abstract_checkpoint, read_run_config
+from turbozero.types import PRNGKey, PyTree
+
+WHICH = ("best", "latest")
+
+
+class PPOAgentParams(NamedTuple):
+    """The parameters of a PPO agent (one seed).
+
+    Attributes:
+        params: actor and critic variables.
+        obs_stats: observation statistics (`[*O]`), used when the config normalises observations.
+    """
+
+    params: ActorCriticParams
+    obs_stats: obs_norm.RunningStats
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PPOPolicy:
+    """`policy_fn(PPOAgentParams, states [B, ...], key) -> AgentOutput` of a PPO actor-critic.
+
+    The action is the mode of the policy (greedy) or a sample (`sample=True`); illegal actions are
+    masked. For discrete actions `weights` is the masked policy `[B, A]`; for continuous ones
+    (`action [B, D]` float32, clipped to the bounds) `weights` is zeros `[B, D]`, as a density
+    has no per-action weights. `value` is the critic's estimate `[B]`. Hashed by identity.
+    """
+
+    ppo: PPO
+    sample: bool = False
+
+    def __call__(self, params: PPOAgentParams, states: PyTree, key: PRNGKey) -> AgentOutput:
+        env, ppo = self.ppo.env, self.ppo
+        observations = jax.vmap(env.observe)(states)
+        mask = None if env.continuous else legal_mask(env, states)
+        action = ppo.act(
+            params.params,
+            params.obs_stats,
+            observations,
+            key,
+            greedy=not self.sample,
+            action_mask=mask,
+        )
+        obs = observations.astype(jnp.float32)
+        if ppo.config.normalize_observations:
+            obs = obs_norm.normalize(params.obs_stats, obs, clip=ppo.config.obs_clip)
+        value = ppo.network.value(params.params.critic, obs)
+        dist = ppo.network.policy(params.params.actor, obs)
+        if isinstance(dist, Categorical):
+            assert mask is not None
+            weights = masked_softmax(dist.logits, mask)
+        else:
+            weights = jnp.zeros(action.shape, jnp.float32)
+        return AgentOutput(action, weights, value)
+
+
+class LoadedAgent(NamedTuple):
+    """A PPO agent restored from a run, with its environment and config.
+
+    Attributes:
+        agent: the `turbozero.arena.Agent` (params: `PPOAgentParams`) for `play_match` & co.
+        env: the environment the agent was trained on (`turbozero.envs.make(config.env)`).
+        config: the run's `PPOConfig`.
+        seed: the index of the seed (of `config.num_seeds`) whose parameters were loaded.
+        step: the checkpoint step (epoch) they come from.
+    """
+
+    agent: Agent
+    env: Env
+    config: PPOConfig
+    seed: int
+    step: int
+
+    def policy(self, states: PyTree, key: PRNGKey) -> AgentOutput:
+        """`agent.policy`: the output on `states` (batched on the leading axis); consumes `key`."""
+        return self.agent.policy(states, key)
+
+    def act(self, states: PyTree, key: PRNGKey) -> Any:
+        """`agent.act`: the actions `[B]` (or `[B, D]` continuous) on `states`; consumes `key`."""
+        return self.agent.act(states, key)
+
+
+def _restore(
+    path: str | os.PathLike[str], which: str, seed: int | None, step: int | None
+) -> tuple[PPO, PPOAgentParams, int, int]:
+    if which not in WHICH:
+        raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+    run = RunDir(path)
+    config, _ = read_run_config(run)
+    if seed is not None and not 0 <= seed < config.num_seeds:
+        raise ValueError(f"seed must be in [0, {config.num_seeds}), got {seed}")
+    ppo = make_ppo(config)
+    ckpt_io = Checkpointer(run.checkpoints, keep=None)
+    try:
+        step = ckpt_io.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"no checkpoint in {run.checkpoints}")
+        ckpt, meta = ckpt_io.restore(abstract_checkpoint(ppo), step=step)
+    finally:
+        ckpt_io.close()
+    if which == "best":
+        params, stats = ckpt.best_params, ckpt.best_obs_stats
+        scores = np.asarray(ckpt.best_return)
+    else:
+        params, stats = ckpt.learner.params, ckpt.learner.obs_stats
+        per_seed = meta.get("eval", {}).get("eval/return_per_seed")
+        scores = np.asarray(per_seed if per_seed else np.zeros(config.num_seeds), np.float64)
+    if seed is None:
+        seed = int(np.argmax(scores))
+    one = jax.tree.map(lambda x: x[seed], PPOAgentParams(params, stats))
+    return ppo, one, seed, int(step)
+
+
+def load_agent(
+    path: str | os.PathLike[str],
+    *,
+    which: str = "best",
+    sample: bool = False,
+    seed: int | None = None,
+    step: int | None = None,
+) -> LoadedAgent:
+    """Restore a PPO agent from a run directory written by `train_ppo`.
+
+    Args:
+        path: the run directory.
+        which: "best" (each seed's parameters with the highest evaluation return, as stored in the
+            checkpoint) or "latest" (the parameters being trained at the checkpoint).
+        sample: act by sampling the policy instead of taking its mode.
+        seed: which of the run's `num_seeds` agents; None takes the best-scoring one (by best
+            evaluation return for "best", by the last evaluation for "latest").
+        step: checkpoint step (epoch) to load; None takes the newest.
+
+    Raises:
+        FileNotFoundError: no run directory or no checkpoint in it.
+        ValueError: not a PPO run, `which` or `seed` out of range; orbax errors for a missing step.
+    """
+    ppo, params, seed, step = _restore(path, which, seed, step)
+    name = f"ppo:{ppo.config.env}:{which}@{step}"
+    agent = make_agent(PPOPolicy(ppo, sample=bool(sample)), params, name=name)
+    return LoadedAgent(agent=agent, env=ppo.env, config=ppo.config, seed=seed, step=step)
+
+
+def evaluate_run(
+    path: str | os.PathLike[str],
+    *,
+    num_episodes: int,
+    which: str = "best",
+    seed: int | None = None,
+    eval_seed: int = 0,
+    max_steps: int | None = None,
+) -> dict[str, Any]:
+    """Evaluate a PPO run's agent on `num_episodes` fresh episodes (for `turbozero eval`).
+
+    The episodes run as in training's evaluation (`PPO.evaluate`, policy mode unless the config
+    sets `eval_greedy=False`), cut after `max_steps` (default: the config's `eval_max_steps`).
+
+    Args:
+        path: the run directory.
+        num_episodes: >= 1 episodes, all run in parallel.
+        which, seed: as in `load_agent`.
+        eval_seed: seed of the evaluation episodes.
+        max_steps: >= 1, override of `eval_max_steps`.
+
+    Returns:
+        `return_mean`, `return_std`, `return_min`, `return_max`, `length_mean` (floats) and
+        `episodes`, `env`, `which`, `seed`, `step`.
+    """
+    if num_episodes < 1:
+        raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    ppo, params, seed, step = _restore(path, which, seed, None)
+    if max_steps is not None and max_steps != ppo.config.eval_max_steps:
+        ppo = make_ppo(dataclasses.replace(ppo.config, eval_max_steps=int(max_steps)))
+    evaluate = jax.jit(functools.partial(ppo.evaluate, num_episodes=int(num_episodes)))
+    stats = evaluate(params.params, params.obs_stats, jax.random.PRNGKey(eval_seed))
+    return {
+        **{k: float(v) for k, v in stats.items()},
+        "episodes": int(num_episodes),
+        "env": ppo.config.env,
+        "which": which,
+        "seed": seed,
+        "step": step,
+    }

@@ -1,0 +1,177 @@
+"""`train_ppo` end to end on a tiny CartPole run: the run directory, exact resume, Ctrl-C, no silent
+overwrite, and agents loaded back from the checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+
+import jax
+import numpy as np
+import pytest
+
+from turbozero.arena import play_match
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.rundir import RunDir
+from turbozero.ppo import PPOConfig, evaluate_run, load_agent, make_ppo, train_ppo
+from turbozero.ppo import train as ppo_train
+from turbozero.ppo.train import abstract_checkpoint
+
+TINY = PPOConfig(
+    num_seeds=2,
+    num_envs=4,
+    rollout_length=8,
+    num_updates=6,
+    num_updates_per_eval=2,
+    epochs=1,
+    num_minibatches=2,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    normalize_observations=True,
+    obs_norm_warmup_steps=2,
+    eval_episodes=2,
+    eval_max_steps=20,
+    absolute_eval_factor=2,
+    keep_checkpoints=2,
+)
+EPOCHS = TINY.num_evals  # 3
+
+
+def _checkpoint(run):
+    ck = Checkpointer(RunDir(run).checkpoints, keep=None)
+    try:
+        state, meta = ck.restore(abstract_checkpoint(make_ppo(TINY)))
+        return state, meta, ck.all_steps()
+    finally:
+        ck.close()
+
+
+def _assert_trees_equal(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def _same_rows(a, b):
+    drop = ("wall_seconds", "env_steps_per_s")
+    return [{k: v for k, v in r.items() if k not in drop} for r in a] == [
+        {k: v for k, v in r.items() if k not in drop} for r in b
+    ]
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("ppo") / "full"
+    summary = train_ppo(TINY, run, preset="tiny", progress=False)
+    return run, summary
+
+
+def test_run_directory_holds_config_metrics_summary_plots_and_checkpoints(full_run):
+    run, summary = full_run
+    rd = RunDir(run)
+    saved = rd.read_json("config.json")
+    assert saved["algorithm"] == "ppo" and PPOConfig.from_dict(saved["config"]) == TINY
+    rows = rd.read_metrics()
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    assert rows[-1]["env_steps"] == TINY.num_updates * TINY.batch_size
+    assert len(rows[-1]["eval/return_per_seed"]) == TINY.num_seeds
+    for key in ("preset", "env", "updates", "env_steps", "wall_seconds", "final_metrics", "eval"):
+        assert key in summary
+    assert rd.read_json("summary.json") == summary
+    assert summary["preset"] == "tiny" and summary["updates"] == TINY.num_updates
+    assert len(summary["eval"]["absolute_return_per_seed"]) == TINY.num_seeds
+    assert (rd.plots / "evaluation.png").exists()
+    _, meta, steps = _checkpoint(run)
+    assert steps == [2, 3]  # keep_checkpoints=2 rotates the oldest out
+    assert meta["format_version"] >= 1 and meta["epoch"] == EPOCHS
+
+
+def test_checkpoint_holds_the_observation_statistics(full_run):
+    run, _ = full_run
+    state, _, _ = _checkpoint(run)
+    warmup = TINY.num_envs * (TINY.obs_norm_warmup_steps + 1)
+    expected = warmup + TINY.num_updates * TINY.batch_size
+    np.testing.assert_array_equal(np.asarray(state.learner.obs_stats.count), [expected] * 2)
+    assert np.all(np.asarray(state.learner.obs_stats.m2) > 0)
+    assert np.all(np.asarray(state.learner.update_step) == TINY.num_updates)
+
+
+def test_existing_run_directory_is_never_overwritten(full_run):
+    run, _ = full_run
+    with pytest.raises(FileExistsError, match="resume"):
+        train_ppo(TINY, run, progress=False)
+
+
+def test_resume_refuses_a_different_config(full_run):
+    run, _ = full_run
+    with pytest.raises(ValueError, match="actor_lr"):
+        train_ppo(dataclasses.replace(TINY, actor_lr=1e-3), run, resume=True, progress=False)
+
+
+def test_stop_and_resume_gives_the_same_state_as_an_uninterrupted_run(full_run, tmp_path):
+    run, _ = full_run
+    split = tmp_path / "split"
+    first = train_ppo(TINY, split, num_evals=1, progress=False)
+    assert first["epochs"] == 1 and "absolute" not in first["eval"]
+    summary = train_ppo(TINY, split, resume=True, progress=False)
+    assert summary["epochs"] == EPOCHS
+    full_state, _, _ = _checkpoint(run)
+    split_state, _, _ = _checkpoint(split)
+    _assert_trees_equal(split_state, full_state)  # params, optimisers, stats, envs, keys, best
+    assert _same_rows(RunDir(split).read_metrics(), RunDir(run).read_metrics())
+
+
+def test_sigint_finishes_the_epoch_saves_and_returns(full_run, tmp_path, monkeypatch):
+    keep_best = ppo_train._keep_best
+
+    def interrupted(*args):
+        signal.raise_signal(signal.SIGINT)  # as if Ctrl-C came during the first epoch
+        return keep_best(*args)
+
+    monkeypatch.setattr(ppo_train, "_keep_best", interrupted)
+    stopped = tmp_path / "stopped"
+    summary = train_ppo(TINY, stopped, progress=False)
+    assert summary["epochs"] == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    _, meta, steps = _checkpoint(stopped)
+    assert steps == [1] and meta["epoch"] == 1
+    monkeypatch.setattr(ppo_train, "_keep_best", keep_best)
+    train_ppo(TINY, stopped, resume=True, progress=False)
+    _assert_trees_equal(_checkpoint(stopped)[0], _checkpoint(full_run[0])[0])
+
+
+def test_loaded_agent_acts_greedily_with_the_saved_params_and_statistics(full_run):
+    run, _ = full_run
+    state, _, _ = _checkpoint(run)
+    loaded = load_agent(run)
+    assert loaded.env.name == TINY.env and loaded.config == TINY and loaded.step == EPOCHS
+    assert loaded.seed == int(np.argmax(np.asarray(state.best_return)))
+    states, _ = jax.vmap(loaded.env.init)(jax.random.split(jax.random.PRNGKey(0), 5))
+    out = jax.jit(loaded.policy)(states, jax.random.PRNGKey(1))
+    assert out.action.shape == (5,) and out.weights.shape == (5, loaded.env.num_actions)
+    np.testing.assert_allclose(np.asarray(out.weights).sum(-1), 1.0, rtol=1e-5)
+    best = jax.tree.map(lambda x: x[loaded.seed], (state.best_params, state.best_obs_stats))
+    expected = make_ppo(TINY).act(
+        best[0], best[1], jax.vmap(loaded.env.observe)(states), None, greedy=True
+    )
+    np.testing.assert_array_equal(np.asarray(loaded.act(states, jax.random.PRNGKey(2))), expected)
+    latest = load_agent(run, which="latest", seed=1)
+    _assert_trees_equal(
+        latest.agent.params.params, jax.tree.map(lambda x: x[1], state.learner.params)
+    )
+    result = play_match(
+        loaded.env, loaded.agent, None, jax.random.PRNGKey(3), num_games=4, max_steps=20
+    )
+    assert result.num_games == 4
+
+
+def test_evaluate_run_reports_the_mean_and_std_return(full_run):
+    run, _ = full_run
+    out = evaluate_run(run, num_episodes=3)
+    assert out["episodes"] == 3 and out["env"] == TINY.env
+    assert 0 < out["return_mean"] <= TINY.eval_max_steps and out["return_std"] >= 0
+    with pytest.raises(ValueError, match="which"):
+        load_agent(run, which="worst")
+    with pytest.raises(ValueError, match="num_episodes"):
+        evaluate_run(run, num_episodes=0)

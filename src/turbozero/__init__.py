@@ -1,5 +1,11 @@
 """turbozero: vectorized AlphaZero and Anakin-style PPO in JAX."""
 
+from turbozero.distributed import maybe_initialize_distributed
+
+maybe_initialize_distributed()  # must precede any JAX computation (multi-host runs only)
+
+# ruff: noqa: E402
+
 from turbozero import envs
 from turbozero.types import EvalFn, StepMetadata
 

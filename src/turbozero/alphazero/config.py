@@ -86,6 +86,7 @@ class AlphaZeroConfig(Config):
     collection_steps_per_epoch: int = 16
     train_steps_per_epoch: int = 32
     num_epochs: int = 20
+    max_wall_seconds: float = 0.0  # 0: no limit; else stop (and save) after this much training
     eval_every: int = 1
     eval_games: int = 64
     eval_simulations: int = 0  # 0: the self-play simulation count
@@ -122,6 +123,7 @@ class AlphaZeroConfig(Config):
         check_range("collection_steps_per_epoch", self.collection_steps_per_epoch, low=1)
         check_range("train_steps_per_epoch", self.train_steps_per_epoch, low=0)
         check_range("num_epochs", self.num_epochs, low=1)
+        check_range("max_wall_seconds", self.max_wall_seconds, low=0)
         check_range("eval_every", self.eval_every, low=1)
         check_range("eval_games", self.eval_games, low=2)
         if self.eval_games % 2:
@@ -179,7 +181,7 @@ def tic_tac_toe() -> AlphaZeroConfig:
 
 @register_preset(
     "connect_four",
-    "Connect Four, ResNet 2x32, 32 simulations (30+ minutes on CPU for real strength)",
+    "Connect Four, ResNet 2x32, 32 simulations, 30 minutes of training on CPU",
     algorithm="alphazero",
 )
 def connect_four() -> AlphaZeroConfig:
@@ -196,9 +198,11 @@ def connect_four() -> AlphaZeroConfig:
         warmup_steps=16,
         collection_steps_per_epoch=16,
         train_steps_per_epoch=32,
-        num_epochs=100,
-        eval_every=5,
-        eval_opponents=("random", "mcts:200"),
+        num_epochs=1000,
+        max_wall_seconds=1800.0,
+        eval_every=10,
+        eval_games=32,
+        eval_opponents=("random",),
     )
 
 
@@ -245,4 +249,70 @@ def game_2048() -> AlphaZeroConfig:
         num_epochs=100,
         eval_every=5,
         eval_opponents=(),
+    )
+
+
+@register_preset(
+    "go_9x9",
+    "Go 9x9, ResNet 6x64, 64 simulations, gumbel (a GPU-sized job; days on CPU)",
+    algorithm="alphazero",
+)
+def go_9x9() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="go_9x9",
+        num_games=64,
+        network=NetworkConfig(kind="resnet", num_blocks=6, num_channels=64),
+        search=SearchConfig(selector="gumbel", num_simulations=64, max_nodes=65),
+        temperature_moves=0,
+        max_episode_steps=200,
+        memory_capacity=256,
+        truncation="bootstrap",
+        augment=True,
+        train_batch_size=512,
+        num_epochs=200,
+        eval_every=10,
+        eval_opponents=("random", "best"),
+    )
+
+
+@register_preset(
+    "animal_shogi",
+    "Animal shogi 3x4, ResNet 4x32, 32 simulations",
+    algorithm="alphazero",
+)
+def animal_shogi() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="animal_shogi",
+        num_games=64,
+        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
+        search=SearchConfig(num_simulations=32, max_nodes=64),
+        temperature_moves=10,
+        max_episode_steps=256,
+        memory_capacity=256,
+        truncation="bootstrap",
+        train_batch_size=512,
+        num_epochs=100,
+        eval_every=5,
+        eval_opponents=("random", "mcts:64"),
+    )
+
+
+@register_preset(
+    "hex",
+    "Hex 11x11, ResNet 4x32, 32 simulations, gumbel",
+    algorithm="alphazero",
+)
+def hex_11() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="hex",
+        num_games=64,
+        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
+        search=SearchConfig(selector="gumbel", num_simulations=32, max_nodes=33),
+        temperature_moves=0,
+        max_episode_steps=122,
+        memory_capacity=256,
+        train_batch_size=512,
+        num_epochs=100,
+        eval_every=5,
+        eval_opponents=("random", "best"),
     )

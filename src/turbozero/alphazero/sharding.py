@@ -9,7 +9,6 @@ each host holds its share of the games.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import jax
@@ -17,22 +16,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from turbozero.alphazero.config import AlphaZeroConfig
+from turbozero.distributed import maybe_initialize_distributed
+
+__all__ = ["AXIS", "Sharder", "maybe_initialize_distributed"]
 
 AXIS = "data"
-
-
-def maybe_initialize_distributed() -> bool:
-    """`jax.distributed.initialize` from `TURBOZERO_COORDINATOR`, `TURBOZERO_NUM_PROCESSES` and
-    `TURBOZERO_PROCESS_ID` when they are set; returns whether it did."""
-    coordinator = os.environ.get("TURBOZERO_COORDINATOR")
-    if not coordinator:
-        return False
-    jax.distributed.initialize(
-        coordinator_address=coordinator,
-        num_processes=int(os.environ["TURBOZERO_NUM_PROCESSES"]),
-        process_id=int(os.environ["TURBOZERO_PROCESS_ID"]),
-    )
-    return True
 
 
 class Sharder:
@@ -81,6 +69,12 @@ class Sharder:
             static_argnums=1,
             donate_argnums=0,
             out_shardings=(shardings, self.replicated),
+        )
+
+    def replicate(self, tree):
+        """Host arrays (the same on every process) as arrays replicated over the mesh."""
+        return jax.tree_util.tree_map(
+            lambda x: jax.device_put(np.asarray(x), self.replicated), tree
         )
 
     def put(self, state):

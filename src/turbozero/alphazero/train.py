@@ -84,8 +84,12 @@ def train(
         parts: pieces that replace what the config builds (see `make_alphazero`), e.g. a user's
             own `env` and flax `module`; a resumed run must be given the same parts.
     """
+    maybe_initialize_distributed()
+    primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     rd = RunDir(run_dir or default_run_dir(preset))
-    if resume:
+    if not primary:
+        rd.path.mkdir(parents=True, exist_ok=True)
+    elif resume:
         rd.create(resume=True)
         saved = rd.read_json("config.json")
         if saved.get("algorithm") != ALGORITHM:
@@ -106,7 +110,6 @@ def train(
             "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
         )
     cfg = config
-    maybe_initialize_distributed()
     az = make_alphazero(cfg, **(parts or {}))
     env = az.env
     sharder = Sharder(cfg)
@@ -120,7 +123,11 @@ def train(
         "devices": sharder.num_devices,
     }
     log = MetricsLogger(
-        rd, progress=progress, total_epochs=num_epochs or cfg.num_epochs, config=cfg
+        rd,
+        progress=progress,
+        total_epochs=num_epochs or cfg.num_epochs,
+        config=cfg,
+        enabled=primary,
     )
     log.info(
         f"turbozero alphazero on {env.name}: {costs['parameters']:,} parameters, trees "
@@ -142,7 +149,7 @@ def train(
         return s.replace(selfplay=s.selfplay.replace(memory=None))
 
     def save(state: TrainState, extra: dict[str, Any]) -> None:
-        tree = {"train": strip(state), **evaluator.state_tree(state.params)}
+        tree = {"train": strip(state), **sharder.replicate(evaluator.state_tree(state.params))}
         meta = {
             "kind": "train",
             "config": cfg.to_dict(),
@@ -165,7 +172,8 @@ def train(
         evaluator.restore(restored, meta)
         eval_metrics = meta.get("eval", {})
         wall0 = meta.get("wall_seconds", 0.0)
-        rd.truncate_metrics(int(state.epoch))
+        if primary:
+            rd.truncate_metrics(int(state.epoch))
         log.info(f"resumed from epoch {int(state.epoch)}")
     elif resume:
         log.info("no checkpoint yet; starting from scratch")
@@ -208,15 +216,19 @@ def train(
                 row["episode_length"] = sp["episode_length_sum"] / sp["episodes"]
                 if env.num_players == 1:
                     row["episode_return"] = sp["episode_return_sum"] / sp["episodes"]
-            if epoch % cfg.eval_every == 0 or epoch == last_epoch:
+            elapsed = time.perf_counter() - start
+            out_of_time = bool(cfg.max_wall_seconds) and elapsed >= cfg.max_wall_seconds
+            if epoch % cfg.eval_every == 0 or epoch == last_epoch or out_of_time:
                 key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 1), epoch)
-                params = jax.device_get(state.params)
-                eval_metrics = evaluator(params, epoch, key, rd.games)
+                params = jax.tree_util.tree_map(
+                    lambda x: np.asarray(x.addressable_data(0)), state.params
+                )  # replicated: every process holds all of it
+                eval_metrics = evaluator(params, epoch, key, rd.games if primary else None)
                 row.update(eval_metrics)
                 if evaluator.improved:
                     best_ckpt.save(
                         epoch,
-                        {"params": evaluator.best_params},
+                        {"params": sharder.replicate(evaluator.best_params)},
                         {
                             "kind": "params",
                             "config": cfg.to_dict(),
@@ -227,6 +239,9 @@ def train(
             wall = time.perf_counter() - start
             row.update(epoch=epoch, env_steps=int(state.env_steps), wall_seconds=wall)
             log.epoch(row)
+            if out_of_time:
+                flag.stop = True
+                log.info(f"max_wall_seconds={cfg.max_wall_seconds} reached at epoch {epoch}")
             if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or flag.stop:
                 save(state, {"wall_seconds": wall, "epoch": epoch})
             summary = {
@@ -240,9 +255,11 @@ def train(
                 "eval": eval_metrics,
                 "costs": costs,
             }
-            rd.write_json("summary.json", summary)
+            if primary:
+                rd.write_json("summary.json", summary)
     ckpt.close()
     best_ckpt.close()
-    plot_run(rd.read_metrics(), rd.plots)
+    if primary:
+        plot_run(rd.read_metrics(), rd.plots)
     log.info(f"done: {int(state.epoch)} epochs, {int(state.env_steps):,} positions -> {rd.path}")
     return rd.read_json("summary.json") if rd.summary_path.exists() else {}

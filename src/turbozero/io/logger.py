@@ -33,15 +33,18 @@ class MetricsLogger:
         total_epochs: int,
         progress: bool | None = None,
         config: Any = None,
+        enabled: bool = True,
     ):
+        """`enabled=False` (processes other than 0 of a multi-host run) writes and shows nothing."""
+        self.enabled = enabled
         self.run_dir = run_dir
         self.total = total_epochs
-        self.progress_on = sys.stdout.isatty() if progress is None else progress
+        self.progress_on = enabled and (sys.stdout.isatty() if progress is None else progress)
         self._progress: Any = None
         self._task: Any = None
         self._tb: Any = None
         self._wandb: Any = None
-        if config is not None and getattr(config, "tensorboard", False):
+        if enabled and config is not None and getattr(config, "tensorboard", False):
             try:
                 from tensorboardX import SummaryWriter
             except ImportError as e:
@@ -49,7 +52,7 @@ class MetricsLogger:
                     "tensorboard=True needs `pip install turbozero[tensorboard]`"
                 ) from e
             self._tb = SummaryWriter(str(run_dir.path / "tensorboard"))
-        if config is not None and getattr(config, "wandb_project", None):
+        if enabled and config is not None and getattr(config, "wandb_project", None):
             try:
                 import wandb
             except ImportError as e:
@@ -87,12 +90,16 @@ class MetricsLogger:
             self._wandb.finish()
 
     def info(self, message: str) -> None:
+        if not self.enabled:
+            return
         if self._progress is not None:
             self._progress.console.print(message)
         else:
             print(message, flush=True)
 
     def epoch(self, row: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         self.run_dir.append_metrics(row)
         shown = {k: _fmt(row[k]) for k in SHOWN if k in row}
         if self._progress is not None:

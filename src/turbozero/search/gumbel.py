@@ -111,18 +111,17 @@ def gumbel(
         penalty = jnp.where(view.child_visits == considered_visit[:, None], 0.0, -jnp.inf)
         return score + penalty
 
-    def select(view: NodeView, ctx: GumbelContext, is_root: Array) -> Array:
-        # interior
-        improved = masked_softmax(view.prior_logits + sigma(view), view.mask)
-        total = jnp.sum(view.child_visits, axis=-1, keepdims=True)
-        interior = improved - view.child_visits / (1.0 + total)
+    def select(view: NodeView, ctx: GumbelContext, is_root: bool) -> Array:
+        if not is_root:
+            improved = masked_softmax(view.prior_logits + sigma(view), view.mask)
+            total = jnp.sum(view.child_visits, axis=-1, keepdims=True)
+            return improved - view.child_visits / (1.0 + total)
         # root: sequential halving
         num_legal = jnp.sum(view.mask, axis=-1)
         num_considered = jnp.minimum(max_num_considered_actions, num_legal)
         sim_index = jnp.minimum(jnp.sum(view.child_visits, axis=-1), sims - 1)
         considered_visit = ctx.table[num_considered, sim_index]
-        root = root_scores(view, ctx, considered_visit)
-        return jnp.where(is_root[:, None], root, interior)
+        return root_scores(view, ctx, considered_visit)
 
     def policy(root: NodeView, ctx: GumbelContext) -> tuple[Array, Array]:
         weights = masked_softmax(root.prior_logits + sigma(root), root.mask)

@@ -33,8 +33,8 @@ def _prepare(alpha: float, fraction: float):
     return prepare
 
 
-def _priors(view: NodeView, root_probs: Array, is_root: Array) -> Array:
-    return jnp.where(is_root[:, None], root_probs, masked_softmax(view.prior_logits, view.mask))
+def _priors(view: NodeView, root_probs: Array, is_root: bool) -> Array:
+    return root_probs if is_root else masked_softmax(view.prior_logits, view.mask)
 
 
 def puct(
@@ -67,7 +67,7 @@ def puct(
         normalize_q=normalize_q,
     )
 
-    def select(view: NodeView, root_probs: Array, is_root: Array) -> Array:
+    def select(view: NodeView, root_probs: Array, is_root: bool) -> Array:
         priors = _priors(view, root_probs, is_root)
         q = normalize_by_parent_and_siblings(view) if normalize_q else view.child_q
         sqrt_n = jnp.sqrt(view.node_visits.astype(jnp.float32))[:, None]
@@ -109,7 +109,7 @@ def muzero_puct(
         dirichlet_fraction=dirichlet_fraction,
     )
 
-    def select(view: NodeView, root_probs: Array, is_root: Array) -> Array:
+    def select(view: NodeView, root_probs: Array, is_root: bool) -> Array:
         priors = _priors(view, root_probs, is_root)
         n = view.node_visits.astype(jnp.float32)[:, None]
         pb_c = pb_c_init + jnp.log((n + pb_c_base + 1.0) / pb_c_base)

@@ -238,10 +238,10 @@ def make_search(
         def sel_cond(c):
             return jnp.any(~c[2])
 
-        def sel_body(c):
+        def sel_step(c, is_root: bool):
             node, edge, done, depth = c
             view = _node_view(tree, node, discount)
-            scores = selector.select(view, ctx, node == 0)
+            scores = selector.select(view, ctx, is_root)
             children = tree.children[b, node]
             allowed = view.mask & (
                 ~full[:, None]
@@ -263,11 +263,9 @@ def make_search(
             return node, edge, done, depth + descend.astype(jnp.int32)
 
         start = jnp.zeros((B,), jnp.int32)
-        node, edge, _, depth = jax.lax.while_loop(
-            sel_cond,
-            sel_body,
-            (start, jnp.full((B,), -1, jnp.int32), tree.terminal[:, 0], jnp.zeros((B,), jnp.int32)),
-        )
+        carry = (start, jnp.full((B,), -1, jnp.int32), tree.terminal[:, 0], start)
+        carry = sel_step(carry, True)  # the root's rule (noise, Gumbel halving) once
+        node, edge, _, depth = jax.lax.while_loop(sel_cond, lambda c: sel_step(c, False), carry)
         wants = edge >= 0
         expand = wants & ~full
         full_event = wants & full

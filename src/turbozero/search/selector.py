@@ -33,7 +33,8 @@ class Selector(NamedTuple):
     Attributes:
         name: ``"puct"``, ``"muzero_puct"`` or ``"gumbel"``.
         prepare: `prepare(root: NodeView, key) -> ctx`, once per search (root noise, Gumbels).
-        select: `select(view, ctx, is_root [B]) -> scores [B, A]`; the search takes the argmax
+        select: `select(view, ctx, is_root) -> scores [B, A]` (`is_root` a Python bool: the
+            search scores the root once, outside its loop over depth); the search takes the argmax
             over legal actions (ties go to the lowest index).
         policy: `policy(root: NodeView, ctx) -> (weights [B, A], greedy_action [B])`; the
             weights are the training target and sum to one over legal actions.
@@ -44,7 +45,7 @@ class Selector(NamedTuple):
 
     name: str
     prepare: Callable[[NodeView, PRNGKey], Any]
-    select: Callable[[NodeView, Any, Array], Array]
+    select: Callable[[NodeView, Any, bool], Array]
     policy: Callable[[NodeView, Any], tuple[Array, Array]]
     reusable: bool
     without_noise: Callable[[], Selector]

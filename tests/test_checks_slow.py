@@ -1,0 +1,187 @@
+"""Slow checks for `make check`: every game's conformance, learning to a skill level, the
+tutorial at full size, two processes joined by jax.distributed."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from turbozero import envs
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("game", sorted(envs.GAMES))
+def test_conformance_check_passes_on_every_advertised_game(game):
+    envs.check(envs.make(game), batch_size=2, num_steps=16)
+
+
+def _turbozero(*args: str, timeout: int) -> str:
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "turbozero"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_tic_tac_toe_preset_reaches_perfect_play_within_10_minutes(tmp_path):
+    run = tmp_path / "ttt"
+    _turbozero("train", "tic_tac_toe", "--out", str(run), timeout=600)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["wall_seconds"] < 600
+    out = json.loads(
+        _turbozero(
+            "eval",
+            str(run),
+            "--vs",
+            "perfect",
+            "--games",
+            "200",
+            "--opening-moves",
+            "0",
+            "--json",
+            timeout=600,
+        )
+    )
+    assert out["losses"] == 0, out  # never loses, from either side
+    assert out["as_first"][2] == 0 and out["as_second"][2] == 0
+    own = json.loads(
+        _turbozero(
+            "eval",
+            str(run),
+            "--vs",
+            str(run),
+            "--games",
+            "2",
+            "--opening-moves",
+            "0",
+            "--json",
+            timeout=600,
+        )
+    )
+    assert own["draws"] == 2, own  # draws against itself
+
+
+def test_connect_four_preset_beats_random_and_rollout_mcts_after_30_minutes(tmp_path):
+    run = tmp_path / "c4"
+    _turbozero("train", "connect_four", "--out", str(run), timeout=2400)
+    vs_random = json.loads(
+        _turbozero(
+            "eval",
+            str(run),
+            "--vs",
+            "random",
+            "--games",
+            "200",
+            "--simulations",
+            "64",
+            "--json",
+            timeout=1200,
+        )
+    )
+    vs_mcts = json.loads(
+        _turbozero(
+            "eval",
+            str(run),
+            "--vs",
+            "mcts:200",
+            "--games",
+            "100",
+            "--simulations",
+            "64",
+            "--json",
+            timeout=3600,
+        )
+    )
+    assert vs_random["wins"] / vs_random["games"] >= 0.95, vs_random
+    assert vs_mcts["score"] >= 0.70, vs_mcts
+
+
+def test_tutorial_runs_at_the_tutorial_sizes(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "tutorial_othello.py"),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("Epoch ")]
+    assert len(lines) == 10 and all("'elo'" in line for line in lines[1:])
+
+
+TWO_HOSTS = textwrap.dedent(
+    """
+    import json, sys
+    import turbozero
+    import jax
+    import numpy as np
+    from tests.alphazero.test_selfplay_and_trainer import TINY
+    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero.sharding import Sharder
+    cfg = TINY
+    az = make_alphazero(cfg)
+    sh = Sharder(cfg)
+    shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+    state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
+    state, _ = sh.jit_step(az.collect, shape)(state, 9)
+    state, m = sh.jit_step(az.train_steps, shape)(state, 2)
+    leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree_util.tree_leaves(state.params)]
+    print("RESULT" + json.dumps({"devices": len(jax.devices()), "local": len(jax.local_devices()),
+                                 "sum": float(sum(l.sum() for l in leaves))}))
+    """
+)
+
+
+def test_two_processes_joined_by_jax_distributed_train_one_epoch_and_agree():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for pid in range(2):
+        env = dict(
+            os.environ,
+            PYTHONPATH=str(ROOT),
+            TURBOZERO_COORDINATOR=f"127.0.0.1:{port}",
+            TURBOZERO_NUM_PROCESSES="2",
+            TURBOZERO_PROCESS_ID=str(pid),
+            TURBOZERO_CPU_COLLECTIVES="gloo",
+            XLA_FLAGS="--xla_force_host_platform_device_count=1",
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", TWO_HOSTS],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    results = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=900)
+        finally:
+            p.kill()
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.split("RESULT", 1)[1]))
+    assert all(r["devices"] == 2 and r["local"] == 1 for r in results)
+    assert results[0]["sum"] == pytest.approx(results[1]["sum"], rel=1e-6)

@@ -192,6 +192,42 @@ def _parse_value(hint: Any, raw: str, name: str) -> Any:
     return json.loads(raw)
 
 
+def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> str:
+    """A Markdown table of every key of a config class: name, type, default, comment."""
+    import inspect
+
+    source_lines: dict[str, str] = {}
+    try:
+        for line in inspect.getsource(cls).splitlines():
+            stripped = line.strip()
+            if ":" in stripped and "#" in stripped and not stripped.startswith(("#", "def")):
+                name = stripped.split(":", 1)[0].strip()
+                source_lines[name] = stripped.split("#", 1)[1].strip()
+    except (OSError, TypeError):
+        pass
+    hints = typing.get_type_hints(cls)
+    rows = [f"## {title}", "", "| key | type | default | notes |", "|---|---|---|---|"]
+    nested: list[str] = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        sub = _config_class(hint)
+        if sub is not None:
+            nested.append(
+                reference_markdown(sub, title=f"{prefix}{f.name}.*", prefix=f"{prefix}{f.name}.")
+            )
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = "(required)"
+        type_name = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+        note = source_lines.get(f.name, "")
+        rows.append(f"| `{prefix}{f.name}` | `{type_name}` | `{default!r}` | {note} |")
+    return "\n".join(rows) + "\n" + "".join("\n" + n for n in nested)
+
+
 @dataclasses.dataclass(frozen=True)
 class Preset:
     """A named, described configuration."""

@@ -191,8 +191,14 @@ def train(
             available = int(state.selfplay.memory.positions_sampleable)
             row: dict[str, Any] = {}
             if available >= cfg.train_batch_size and cfg.train_steps_per_epoch:
-                state, lm = train_steps(state, cfg.train_steps_per_epoch)
-                row.update({k: float(v) for k, v in lm.items()})
+                step_metrics = []
+                for _ in range(cfg.train_steps_per_epoch):
+                    state, lm = train_steps(state, 1)
+                    step_metrics.append(lm)
+                step_metrics = jax.device_get(step_metrics)
+                row.update(
+                    {k: float(np.mean([m[k] for m in step_metrics])) for k in step_metrics[0]}
+                )
                 t2 = time.perf_counter()
                 row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t1, 1e-9)
             else:

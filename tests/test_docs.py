@@ -1,0 +1,65 @@
+"""Every code block of the README and docs/ runs: Python blocks here, shell blocks in
+`make check`; and docs/configuration.md is what the typed configs generate.
+
+Shell blocks run with trainings shortened to 2 epochs; `make test` lines are skipped (CI runs
+that command itself) and so are full benchmark grids (their `--quick` lines run).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"```(python|bash)\n(.*?)```", re.S)
+
+
+def _blocks(kind: str):
+    for path in DOCS:
+        for i, (lang, code) in enumerate(BLOCK.findall(path.read_text())):
+            if lang == kind:
+                yield pytest.param(code, id=f"{path.name}-{i}")
+
+
+@pytest.mark.parametrize("code", list(_blocks("python")))
+def test_python_blocks_in_the_docs_run(code):
+    exec(compile(code, "<docs>", "exec"), {"__name__": "__docs__"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", list(_blocks("bash")))
+def test_shell_blocks_in_the_docs_run(code, tmp_path):
+    # Runs from a scratch copy of the paths the blocks write to; trainings are shortened.
+    script = code.replace("runs/", f"{tmp_path}/runs/")
+    script = re.sub(r"(turbozero train \S+)", r"\1 --set num_epochs=2 --set eval_every=2", script)
+    script = script.replace("make train", "make train PRESET=tic_tac_toe")
+    script = script.replace("--resume", "--resume --set num_epochs=3")
+    lines = []
+    for line in script.splitlines():
+        if line.startswith("make test") or (
+            line.startswith(".venv/bin/python bench/") and "--quick" not in line
+        ):
+            continue
+        lines.append(line)
+    script = "\n".join(lines)
+    env = dict(os.environ)
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script + "\nwait"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_configuration_reference_is_up_to_date():
+    from turbozero.cli import config_reference
+
+    assert (ROOT / "docs" / "configuration.md").read_text() == config_reference()

@@ -8,18 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from turbozero.io.rundir import RunDir
+from turbozero.io.rundir import RunDir, find_run_dir
 
 
 def run_algorithm(path: str | Path) -> tuple[RunDir, str]:
-    p = Path(path)
-    for candidate in (p, p.parent, p.parent.parent):
-        rd = RunDir(candidate)
-        if rd.is_run():
-            return rd, str(rd.read_json("config.json").get("algorithm", "alphazero"))
-    raise FileNotFoundError(
-        f"{str(path)!r} is not a run directory (no config.json) or a checkpoint in one"
-    )
+    rd = find_run_dir(path)
+    return rd, str(rd.read_json("config.json").get("algorithm", "alphazero"))
 
 
 def load_agent(

@@ -13,7 +13,7 @@ from turbozero.alphazero.trainer import AlphaZeroSystem, make_alphazero, make_se
 from turbozero.arena import Agent, alphazero_agent
 from turbozero.envs.core import Env
 from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.rundir import RunDir
+from turbozero.io.rundir import find_run_dir
 from turbozero.nets import init_params
 from turbozero.types import Array, PRNGKey, PyTree
 
@@ -47,14 +47,6 @@ class LoadedAgent:
         return self.agent.params
 
 
-def find_run(path: Path) -> tuple[RunDir, Path]:
-    """The run directory and the checkpoint directory named by `path`."""
-    for candidate in (path, path.parent, path.parent.parent):
-        if RunDir(candidate).is_run():
-            return RunDir(candidate), path
-    raise FileNotFoundError(f"{str(path)!r} is not a run directory or a checkpoint inside one")
-
-
 def load_agent(
     path: str | Path,
     num_simulations: int | None = None,
@@ -73,7 +65,7 @@ def load_agent(
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
     p = Path(path)
-    rd, _ = find_run(p)
+    rd = find_run_dir(p)
     saved = rd.read_json("config.json")
     if saved.get("algorithm") != "alphazero":
         raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run; use turbozero.load_agent")

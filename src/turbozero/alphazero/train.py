@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger
 from turbozero.io.plots import plot_run
 from turbozero.io.rundir import RunDir
+from turbozero.io.signals import StopFlag
 from turbozero.nets import param_count
 from turbozero.search import tree_bytes
 
@@ -29,30 +27,6 @@ ALGORITHM = "alphazero"
 
 def _nbytes(tree: Any) -> int:
     return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree)))
-
-
-class _StopFlag:
-    """Ctrl-C / SIGTERM: finish the current step, save, exit cleanly."""
-
-    def __init__(self) -> None:
-        self.stop = False
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> _StopFlag:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        if self.stop:  # a second Ctrl-C: stop now
-            raise KeyboardInterrupt
-        self.stop = True
-        print("\nstopping after the current step (again to abort)...", file=sys.stderr)
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 def default_run_dir(preset: str | None) -> Path:
@@ -180,7 +154,7 @@ def train(
 
     start = time.perf_counter() - wall0
     last_epoch = num_epochs or cfg.num_epochs
-    with _StopFlag() as flag, log:
+    with StopFlag() as flag, log:
         if int(state.epoch) == 0 and int(state.env_steps) == 0 and cfg.warmup_steps:
             state, _ = collect(state, cfg.warmup_steps)
         while int(state.epoch) < last_epoch and not flag.stop:

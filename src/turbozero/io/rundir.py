@@ -133,3 +133,14 @@ class RunDir:
         tmp = self.metrics_path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
         os.replace(tmp, self.metrics_path)
+
+
+def find_run_dir(path: str | os.PathLike[str]) -> RunDir:
+    """The run directory named by `path` or holding it (a checkpoint inside `checkpoints/`)."""
+    p = Path(path)
+    for candidate in (p, p.parent, p.parent.parent):
+        if RunDir(candidate).is_run():
+            return RunDir(candidate)
+    raise FileNotFoundError(
+        f"{str(path)!r} is not a run directory (no config.json) or a checkpoint inside one"
+    )

@@ -25,11 +25,8 @@ returns (a second Ctrl-C aborts at once).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
-import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -43,6 +40,7 @@ from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger
 from turbozero.io.plots import plot_run
 from turbozero.io.rundir import RunDir
+from turbozero.io.signals import StopFlag
 from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, LearnerState, absolute_evaluate, make_ppo
@@ -107,30 +105,6 @@ def read_run_config(run: RunDir) -> tuple[PPOConfig, str | None]:
     if saved.get("algorithm") != ALGORITHM:
         raise ValueError(f"{run.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
     return PPOConfig.from_dict(saved["config"]), saved.get("preset")
-
-
-class _StopFlag:
-    """Ctrl-C / SIGTERM: finish the current epoch, save, return (a second Ctrl-C aborts)."""
-
-    def __init__(self) -> None:
-        self.stop = False
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> _StopFlag:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread: no handlers
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.stop:
-            raise KeyboardInterrupt
-        self.stop = True
-        print("\nstopping after the current epoch (again to abort)...", file=sys.stderr)
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 def _floats(tree: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -312,7 +286,7 @@ def train_ppo(
 
     start = time.perf_counter() - wall0
     wall = wall0
-    with _StopFlag() as flag, log:
+    with StopFlag() as flag, log:
         while epoch < last_epoch and not flag.stop:
             t0 = time.perf_counter()
             learner, train_metrics = update(ckpt.learner)

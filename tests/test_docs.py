@@ -35,7 +35,7 @@ def test_python_blocks_in_the_docs_run(code):
 @pytest.mark.parametrize("code", list(_blocks("bash")))
 def test_shell_blocks_in_the_docs_run(code, tmp_path):
     # Runs from a scratch copy of the paths the blocks write to; trainings are shortened.
-    script = code.replace("runs/", f"{tmp_path}/runs/")
+    script = code.replace("\\\n", " ").replace("runs/", f"{tmp_path}/runs/")
     script = re.sub(r"(turbozero train \S+)", r"\1 --set num_epochs=2 --set eval_every=2", script)
     script = script.replace("make train", "make train PRESET=tic_tac_toe")
     script = script.replace("--resume", "--resume --set num_epochs=3")

@@ -42,7 +42,7 @@ FLAGS = [
 
 def run_chromium(tmp_path, url: str, *extra: str) -> str:
     if shutil.which(CHROMIUM) is None:
-        pytest.skip(f"{CHROMIUM} is absent; install it with `apt-get install -y chromium`")
+        pytest.fail(f"{CHROMIUM} is absent: `make check` installs it (apt-get install -y chromium)")
     profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
     profile.mkdir()
     done = subprocess.run(

@@ -1,0 +1,46 @@
+"""The metrics logger: metrics.jsonl always; TensorBoard and W&B when the config asks."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from turbozero.alphazero import AlphaZeroConfig
+from turbozero.io.logger import MetricsLogger
+from turbozero.io.rundir import RunDir
+
+
+def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, capsys):
+    scalars, logged, finished = [], [], []
+
+    class Writer:
+        def __init__(self, logdir):
+            self.logdir = logdir
+
+        def add_scalar(self, name, value, step):
+            scalars.append((name, value, step))
+
+        def close(self):
+            finished.append("tb")
+
+    run = types.SimpleNamespace(
+        log=lambda d, step: logged.append((d, step)), finish=lambda: finished.append("wandb")
+    )
+    monkeypatch.setitem(sys.modules, "tensorboardX", types.SimpleNamespace(SummaryWriter=Writer))
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: run))
+    rd = RunDir(tmp_path / "run").create()
+    cfg = AlphaZeroConfig(tensorboard=True, wandb_project="proj")
+    with MetricsLogger(rd, total_epochs=2, progress=False, config=cfg) as log:
+        log.epoch({"epoch": 1, "env_steps": 64, "wall_seconds": 1.0, "loss": 0.5})
+    assert rd.read_metrics() == [{"epoch": 1, "env_steps": 64, "wall_seconds": 1.0, "loss": 0.5}]
+    assert ("loss", 0.5, 64) in scalars
+    assert logged and logged[0][0]["loss"] == 0.5 and logged[0][1] == 64
+    assert sorted(finished) == ["tb", "wandb"]
+    assert "Epoch 1: {'loss': '0.5000'}" in capsys.readouterr().out
+
+
+def test_a_disabled_logger_writes_nothing(tmp_path):
+    rd = RunDir(tmp_path / "run").create()
+    with MetricsLogger(rd, total_epochs=1, progress=False, enabled=False) as log:
+        log.epoch({"epoch": 1, "env_steps": 1, "wall_seconds": 0.1})
+    assert rd.read_metrics() == []

@@ -62,6 +62,5 @@ def test_agrees_with_mctx_on_connect_four(connect_four, kind):
         np.testing.assert_allclose(
             np.asarray(out.action_weights), np.asarray(ref.action_weights), atol=0.05
         )
-    # visit distributions are close: total variation distance per position
-    tv = 0.5 * np.abs(our_visits / SIMS - ref_visits / SIMS).sum(-1)
-    assert tv.max() <= 0.1, (our_visits, ref_visits)
+    # with the same rule, network and deterministic settings the searches are identical
+    np.testing.assert_array_equal(our_visits, ref_visits.astype(our_visits.dtype))

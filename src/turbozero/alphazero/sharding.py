@@ -76,6 +76,3 @@ class Sharder:
         return jax.tree_util.tree_map(
             lambda x: jax.device_put(np.asarray(x), self.replicated), tree
         )
-
-    def put(self, state):
-        return jax.device_put(state, self.shardings(state))

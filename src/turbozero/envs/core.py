@@ -17,6 +17,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
@@ -78,3 +81,15 @@ class Env:
             f"Env({self.name!r}, players={self.num_players}, actions={self.num_actions}, "
             f"observation={self.observation_shape})"
         )
+
+
+def hold_finished(state: PyTree, stepped: PyTree) -> PyTree:
+    """`stepped`, except that a game already over keeps its state with zero rewards.
+
+    For adapters whose states carry `metadata` (the contract's rule: rewards are zero on steps
+    taken after termination and the state does not change).
+    """
+    old = state.metadata
+    finished = old.terminated | old.truncated
+    frozen = state.replace(metadata=old.replace(rewards=jnp.zeros_like(old.rewards)))
+    return jax.tree.map(lambda f, s: jnp.where(finished, f, s), frozen, stepped)

@@ -24,7 +24,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from turbozero import struct
-from turbozero.envs.core import Env
+from turbozero.envs.core import Env, hold_finished
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
@@ -148,9 +148,7 @@ def make_gymnax(name: str) -> Env:
         old = state.metadata
         md = _metadata(reward, num_actions, terminated, truncated, old.step + 1)
         stepped = GymnaxState(inner, _observation(obs), md)
-        finished = old.terminated | old.truncated
-        frozen = state.replace(metadata=old.replace(rewards=jnp.zeros_like(old.rewards)))
-        new = jax.tree.map(lambda f, s: jnp.where(finished, f, s), frozen, stepped)
+        new = hold_finished(state, stepped)
         return new, new.metadata
 
     def observe(state: GymnaxState) -> Array:

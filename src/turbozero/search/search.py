@@ -193,7 +193,6 @@ def make_search(
     def init_roots(tree: Tree, params, env_states, key) -> Tree:
         """Write the given states at the roots; evaluate roots of empty trees."""
         B = tree.batch_size
-        b = jnp.arange(B)
         md = jax.vmap(env.metadata)(env_states)
         empty = tree.next_free == 0
         logits, value = jax.lax.cond(
@@ -226,7 +225,6 @@ def make_search(
             parent=set0(tree.parent, jnp.full((B,), NO_CHILD, jnp.int32)),
             next_free=jnp.where(empty, 1, tree.next_free),
         )
-        del b
         return tree
 
     def simulate(tree: Tree, params, ctx, key) -> tuple[Tree, Array, Array]:

@@ -102,3 +102,17 @@ def test_kl_penalty_loss_updates_discrete_and_continuous_policies(env):
     assert int(state.update_step) == cfg.num_updates_per_eval
     for name in ("actor_loss", "approx_kl", "value_loss"):
         assert np.all(np.isfinite(np.asarray(metrics[name])))
+
+
+def test_restart_states_drawn_ahead_equal_those_drawn_inside_the_rollout(ppo, traced, monkeypatch):
+    """Large environment states are drawn inside the rollout loop instead of ahead of it; the
+    update must not depend on which (same keys, same states)."""
+    from turbozero.ppo import learner
+
+    _, _, state, after, metrics = traced
+    monkeypatch.setattr(learner, "FRESH_AHEAD_BYTES", 0)
+    inside = make_ppo(TINY)
+    after_inside, metrics_inside = jax.jit(inside.update)(state)
+    for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(after_inside), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(metrics["episode_return"], metrics_inside["episode_return"])

@@ -86,3 +86,17 @@ def test_categorical_and_gaussian_match_closed_forms():
     other = DiagGaussian(jnp.array([[1.0, 1.0]]), jnp.zeros(2))
     # KL(N(0,1) || N(1,1)) = 0.5; KL(N(1,4) || N(1,1)) = 0.5 * (4 - 1) - log 2
     np.testing.assert_allclose(g.kl(other), [0.5 + 1.5 - np.log(2.0)], rtol=1e-6)
+
+
+def test_sampling_from_drawn_noise_matches_sampling_from_a_key():
+    """The rollout draws its action noise ahead; `sample_with` on that noise is `sample(key)`."""
+    key = jax.random.PRNGKey(3)
+    logits = jax.random.normal(jax.random.PRNGKey(4), (64, 5))
+    cat = Categorical(logits)
+    np.testing.assert_array_equal(
+        cat.sample(key), cat.sample_with(jax.random.gumbel(key, logits.shape))
+    )
+    gauss = DiagGaussian(logits, jnp.full((5,), -0.5))
+    np.testing.assert_allclose(
+        gauss.sample(key), gauss.sample_with(jax.random.normal(key, logits.shape)), rtol=1e-6
+    )

@@ -5,6 +5,11 @@ new episode at once. `make_autoreset(env)` gives single-environment functions (c
 
     init(key) -> AutoResetState
     step(state, action, key) -> (AutoResetState, StepOutput)
+    step_from(state, action, step_key, fresh) -> (AutoResetState, StepOutput)
+
+`step` draws the state a finished episode restarts from with `env.init`; `step_from` takes it
+(`fresh`, an `env.init` state) and the step's key, so that a rollout can draw all of them in bulk
+ahead of its loop (on CPU every random draw inside a loop is a small loop of its own).
 
 After a step that ends an episode (terminated or truncated), the returned state already holds a
 fresh episode, and `StepOutput.next_observation` holds the TRUE final observation of the old one,
@@ -70,6 +75,7 @@ class AutoResetEnv(NamedTuple):
 
     init: Callable[[PRNGKey], AutoResetState]
     step: Callable[[AutoResetState, Array, PRNGKey], tuple[AutoResetState, StepOutput]]
+    step_from: Callable[[AutoResetState, Array, PRNGKey, PyTree], tuple[AutoResetState, StepOutput]]
 
 
 def make_autoreset(env: Env) -> AutoResetEnv:
@@ -93,6 +99,12 @@ def make_autoreset(env: Env) -> AutoResetEnv:
         state: AutoResetState, action: Array, key: PRNGKey
     ) -> tuple[AutoResetState, StepOutput]:
         step_key, reset_key = jax.random.split(key)
+        fresh, _ = env.init(reset_key)
+        return step_from(state, action, step_key, fresh)
+
+    def step_from(
+        state: AutoResetState, action: Array, step_key: PRNGKey, fresh: PyTree
+    ) -> tuple[AutoResetState, StepOutput]:
         stepped, md = env.step(state.env_state, action, step_key)
         reward = md.rewards[0].astype(jnp.float32)
         terminated = jnp.asarray(md.terminated, jnp.bool_)
@@ -101,7 +113,6 @@ def make_autoreset(env: Env) -> AutoResetEnv:
         final_obs = env.observe(stepped).astype(jnp.float32)
         ep_return = state.episode_return + reward
         ep_length = state.episode_length + 1
-        fresh, _ = env.init(reset_key)
         env_state = jax.tree.map(lambda r, s: jnp.where(done, r, s), fresh, stepped)
         new = AutoResetState(
             env_state=env_state,
@@ -112,4 +123,4 @@ def make_autoreset(env: Env) -> AutoResetEnv:
         out = StepOutput(reward, terminated, truncated, final_obs, ep_return, ep_length)
         return new, out
 
-    return AutoResetEnv(init, step)
+    return AutoResetEnv(init, step, step_from)

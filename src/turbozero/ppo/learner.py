@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -51,6 +52,7 @@ from turbozero.ppo.networks import (
 from turbozero.types import Array, PRNGKey, PyTree
 
 MASKED_LOGIT = -1e9
+FRESH_AHEAD_BYTES = 64 * 2**20  # draw a rollout's restart states ahead when they fit in this
 
 
 @struct.dataclass
@@ -191,6 +193,10 @@ def make_ppo(
         layer_norm=cfg.layer_norm,
         init_log_std=cfg.init_log_std,
     )
+    state_bytes = sum(
+        math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves(jax.eval_shape(lambda k: env.init(k)[0], jax.random.PRNGKey(0)))
+    )
     low = None if env.action_low is None else jnp.asarray(env.action_low, jnp.float32)
     high = None if env.action_high is None else jnp.asarray(env.action_high, jnp.float32)
     num_steps_opt = cfg.num_updates * cfg.epochs * cfg.num_minibatches
@@ -301,18 +307,36 @@ def make_ppo(
 
     def rollout(state: LearnerState, key: PRNGKey) -> tuple[AutoResetState, Transition]:
         params, stats = state.params, state.obs_stats
+        T, E = cfg.rollout_length, cfg.num_envs
+        # The rollout's randomness is drawn in bulk before its loop (on CPU each draw inside the
+        # loop would be a small loop of its own): Gumbel or normal action noise, the steps' keys
+        # and, when they are small, the states that finished episodes restart from.
+        noise_key, step_key, reset_key = jax.random.split(key, 3)
+        if continuous:
+            noise = jax.random.normal(noise_key, (T, E, action_dim))
+        else:
+            noise = jax.random.gumbel(noise_key, (T, E, action_dim))
+        step_keys = jax.random.split(step_key, (T, E))
+        reset_keys = jax.random.split(reset_key, (T, E))
+        fresh_ahead = T * E * state_bytes <= FRESH_AHEAD_BYTES
+        restart = jax.vmap(lambda k: env.init(k)[0])
+        fresh = jax.vmap(restart)(reset_keys) if fresh_ahead else reset_keys
 
-        def env_step(env_state: AutoResetState, k: PRNGKey) -> tuple[AutoResetState, Transition]:
-            k_act, k_env = jax.random.split(k)
+        def env_step(
+            env_state: AutoResetState, xs: tuple[Array, Array, PyTree]
+        ) -> tuple[AutoResetState, Transition]:
+            step_noise, keys, fresh_states = xs
+            if not fresh_ahead:
+                fresh_states = restart(fresh_states)  # here: the keys
             raw = env_state.observation
             obs = norm(stats, raw)
             mask = masks_of(env_state)
             dist = _mask_policy(network.policy(params.actor, obs), mask)
-            action = dist.sample(k_act)
+            action = dist.sample_with(step_noise)
             log_prob = dist.log_prob(action)
             value = network.value(params.critic, obs)
-            env_state, out = jax.vmap(auto.step)(
-                env_state, env_action(action), jax.random.split(k_env, cfg.num_envs)
+            env_state, out = jax.vmap(auto.step_from)(
+                env_state, env_action(action), keys, fresh_states
             )
             transition = Transition(
                 obs=obs,
@@ -331,7 +355,7 @@ def make_ppo(
             )
             return env_state, transition
 
-        return jax.lax.scan(env_step, state.env_state, jax.random.split(key, cfg.rollout_length))
+        return jax.lax.scan(env_step, state.env_state, (noise, step_keys, fresh))
 
     def pmean(x: PyTree) -> PyTree:
         return x if axis_name is None else jax.lax.pmean(x, axis_name)
@@ -411,7 +435,9 @@ def make_ppo(
         )
 
         def epoch(carry, k):
-            perm = jax.random.permutation(k, cfg.batch_size)
+            # One sort of random 32-bit keys (ties, rare, keep index order): a permutation, at
+            # half the cost of `jax.random.permutation`'s two rounds at these sizes.
+            perm = jnp.argsort(jax.random.bits(k, (cfg.batch_size,)))
             shuffled = jax.tree.map(
                 lambda x: jnp.take(x, perm, axis=0).reshape(
                     (cfg.num_minibatches, cfg.minibatch_size, *x.shape[1:])

@@ -43,6 +43,11 @@ class Categorical(NamedTuple):
         """`[...]` int32 actions; `key` is consumed."""
         return jax.random.categorical(key, self.logits).astype(jnp.int32)
 
+    def sample_with(self, noise: Array) -> Array:
+        """`[...]` int32 actions from standard Gumbel `noise [..., A]` (the Gumbel-max trick;
+        `sample(key)` is `sample_with(jax.random.gumbel(key, logits.shape))`)."""
+        return jnp.argmax(self.logits + noise, axis=-1).astype(jnp.int32)
+
     def mode(self) -> Array:
         return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
 
@@ -75,6 +80,10 @@ class DiagGaussian(NamedTuple):
     def sample(self, key: PRNGKey) -> Array:
         """`[..., D]` float32 actions; `key` is consumed."""
         noise = jax.random.normal(key, self.mean.shape, self.mean.dtype)
+        return self.mean + jnp.exp(self.log_std) * noise
+
+    def sample_with(self, noise: Array) -> Array:
+        """`[..., D]` float32 actions from standard normal `noise [..., D]`."""
         return self.mean + jnp.exp(self.log_std) * noise
 
     def mode(self) -> Array:

@@ -149,23 +149,30 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int):
     """`fn(params, states, key)`: `num_simulations` x (vmapped env.step + eval_fn), no tree.
 
     Each iteration steps the given states with the previous network call's best legal move, so
-    the calls form a chain XLA cannot hoist or drop.
+    the calls form a chain, and uses what any search needs from the step besides the
+    observation: the children's legal moves (masking their logits), rewards and termination.
+    Without that XLA drops the step's legal-move computation as dead code (about half of an
+    othello step), and the floor would not do the environment steps a search does. The states
+    pass through the loop behind an optimisation barrier so that no part of the step is hoisted.
     """
 
     def run(params, states, key):
         md = jax.vmap(env.metadata)(states)
         B, A = md.action_mask.shape
+        env_keys = jax.random.split(key, (num_simulations, B))  # drawn ahead, as a search can
 
         def body(i, carry):
-            logits, total = carry
-            k_env, k_net = jax.random.split(jax.random.fold_in(key, i))
+            logits, total, parents = carry
+            parents, logits = jax.lax.optimization_barrier((parents, logits))
             action = jnp.argmax(jnp.where(md.action_mask, logits, -jnp.inf), axis=-1)
-            children, _ = jax.vmap(env.step)(states, action, jax.random.split(k_env, B))
-            logits, value = eval_fn(params, jax.vmap(env.observe)(children), k_net)
-            return logits.astype(jnp.float32), total + value
+            children, child_md = jax.vmap(env.step)(parents, action, env_keys[i])
+            logits, value = eval_fn(params, jax.vmap(env.observe)(children), key)
+            logits = jnp.where(child_md.action_mask, logits.astype(jnp.float32), -1e9)
+            value = jnp.where(child_md.terminated, 0.0, value) + child_md.rewards[:, 0]
+            return logits, total + value, parents
 
-        init = (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32))
-        return jax.lax.fori_loop(0, num_simulations, body, init)
+        init = (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32), states)
+        return jax.lax.fori_loop(0, num_simulations, body, init)[:2]
 
     return jax.jit(run)
 

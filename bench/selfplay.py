@@ -43,27 +43,35 @@ QUICK = dict(games=["connect_four"], batch=[64], sims=[32], steps=4, repeats=3)
 
 def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int, num_steps: int):
     """`fn(params, states, key)`: per move, `num_simulations` x (env.step + eval_fn) from the
-    current states, then one env.step with the best legal move of the last call."""
+    current states, then one env.step with the best legal move of the last call.
+
+    As in `bench/search.py`, each simulation uses the children's legal moves, rewards and
+    termination (so that XLA cannot drop them as dead code) and the states pass behind an
+    optimisation barrier (so that no part of the step is hoisted out of the loop)."""
 
     def run(params, states, key):
         B = jax.vmap(env.metadata)(states).action_mask.shape[0]
+        env_keys = jax.random.split(key, (num_steps, num_simulations + 1, B))
 
         def move(t, carry):
             states, logits, total = carry
             mask = jax.vmap(env.metadata)(states).action_mask
-            k_move, k_sims = jax.random.split(jax.random.fold_in(key, t))
 
             def simulation(i, c):
-                logits, total = c
-                k_env, k_net = jax.random.split(jax.random.fold_in(k_sims, i))
+                logits, total, parents = c
+                parents, logits = jax.lax.optimization_barrier((parents, logits))
                 action = jnp.argmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
-                children, _ = jax.vmap(env.step)(states, action, jax.random.split(k_env, B))
-                logits, value = eval_fn(params, jax.vmap(env.observe)(children), k_net)
-                return logits.astype(jnp.float32), total + value
+                children, md = jax.vmap(env.step)(parents, action, env_keys[t, i])
+                logits, value = eval_fn(params, jax.vmap(env.observe)(children), key)
+                logits = jnp.where(md.action_mask, logits.astype(jnp.float32), -1e9)
+                value = jnp.where(md.terminated, 0.0, value) + md.rewards[:, 0]
+                return logits, total + value, parents
 
-            logits, total = jax.lax.fori_loop(0, num_simulations, simulation, (logits, total))
+            logits, total, _ = jax.lax.fori_loop(
+                0, num_simulations, simulation, (logits, total, states)
+            )
             action = jnp.argmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
-            states, _ = jax.vmap(env.step)(states, action, jax.random.split(k_move, B))
+            states, _ = jax.vmap(env.step)(states, action, env_keys[t, num_simulations])
             return states, logits, total
 
         A = env.num_actions

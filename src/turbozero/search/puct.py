@@ -11,7 +11,6 @@ from turbozero.search.selector import (
     NodeView,
     Selector,
     dirichlet_mix,
-    masked_softmax,
     visit_policy,
     with_options,
 )
@@ -27,14 +26,13 @@ def _check_noise(alpha: float, fraction: float) -> None:
 
 def _prepare(alpha: float, fraction: float):
     def prepare(root: NodeView, key) -> Array:
-        probs = masked_softmax(root.prior_logits, root.mask)
-        return dirichlet_mix(probs, root.mask, key, alpha=alpha, fraction=fraction)
+        return dirichlet_mix(root.prior_probs, root.mask, key, alpha=alpha, fraction=fraction)
 
     return prepare
 
 
 def _priors(view: NodeView, root_probs: Array, is_root: bool) -> Array:
-    return root_probs if is_root else masked_softmax(view.prior_logits, view.mask)
+    return root_probs if is_root else view.prior_probs
 
 
 def puct(

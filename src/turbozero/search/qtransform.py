@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from turbozero.search.selector import NodeView, masked_softmax
+from turbozero.search.selector import NodeView
 from turbozero.types import Array
 
 EPSILON = 1e-8
@@ -34,7 +34,7 @@ def mixed_value(view: NodeView) -> Array:
     visits = view.child_visits.astype(jnp.float32)
     visited = visits > 0
     total_visits = jnp.sum(visits, axis=-1)
-    probs = jnp.maximum(masked_softmax(view.prior_logits, view.mask), jnp.finfo(jnp.float32).tiny)
+    probs = jnp.maximum(view.prior_probs, jnp.finfo(jnp.float32).tiny)
     visited_prob = jnp.sum(jnp.where(visited, probs, 0.0), axis=-1, keepdims=True)
     weighted_q = jnp.sum(
         jnp.where(visited, probs * view.child_q / jnp.where(visited, visited_prob, 1.0), 0.0),

@@ -24,8 +24,30 @@ import jax.numpy as jnp
 
 from turbozero import struct
 from turbozero.envs.core import Env
-from turbozero.search.selector import NodeView, Selector, masked_argmax
-from turbozero.search.tree import NEG_LOGIT, NO_CHILD, Tree, advance_trees, init_tree, reset_trees
+from turbozero.search.selector import NodeView, Selector, first_argmax, masked_softmax
+from turbozero.search.tree import (
+    CHILD,
+    E_VALUE,
+    E_VISITS,
+    L_ACTION,
+    L_PARENT,
+    L_PARENT_PLAYER,
+    L_PLAYER,
+    LEGAL_ABOVE,
+    N_RAW,
+    N_REWARD,
+    N_TERMINAL,
+    NEG_LOGIT,
+    NO_CHILD,
+    PRIOR,
+    PROBS,
+    S_VALUE,
+    S_VISITS,
+    Tree,
+    advance_trees,
+    init_tree,
+    reset_trees,
+)
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
 StateEvalFn = Callable[[Params, PyTree, PRNGKey], tuple[Array, Array]]
@@ -78,33 +100,30 @@ def value_vector(value: Array, player: Array, num_players: int) -> Array:
     return jnp.where(players == player[:, None], value[:, None], -value[:, None])
 
 
-def _node_view(tree: Tree, node: Array, discount: float) -> NodeView:
-    B = node.shape[0]
-    b = jnp.arange(B)
-    player = tree.player[b, node]
-    children = tree.children[b, node]  # [B, A]
-    expanded = children >= 0
-    safe = jnp.maximum(children, 0)
-    bb = b[:, None]
-    pp = player[:, None]
-    child_visits = jnp.where(expanded, tree.visits[bb, safe], 0)
-    child_sum = tree.value_sum[bb, safe, pp]
-    child_reward = tree.reward[bb, safe, pp]
-    child_q = jnp.where(
-        child_visits > 0,
-        child_reward + discount * child_sum / jnp.maximum(child_visits, 1),
-        0.0,
+def _node_view(tree: Tree, node: Array) -> tuple[NodeView, Array, Array]:
+    """The `NodeView` of `node [B]` (one per game), its children `[B, A]` and whether the game is
+    over there `[B]`: one gather of each packed row."""
+    b = jnp.arange(node.shape[0])
+    row = tree.edges[b, node]  # [B, 3, A]
+    edge_stats = tree.edge_stats[b, node]  # [B, A, 2]
+    node_stats = tree.node_stats[b, node]  # [B, 2]
+    info = tree.node[b, node]  # [B, 2 + P]
+    prior = row[:, PRIOR]
+    edge_visits = edge_stats[..., E_VISITS]
+    node_visits = node_stats[:, S_VISITS]
+    view = NodeView(
+        prior_logits=prior,
+        prior_probs=row[:, PROBS],
+        mask=prior > LEGAL_ABOVE,
+        child_visits=edge_visits.astype(jnp.int32),
+        child_q=jnp.where(
+            edge_visits > 0, edge_stats[..., E_VALUE] / jnp.maximum(edge_visits, 1.0), 0.0
+        ),
+        node_visits=node_visits.astype(jnp.int32),
+        node_value=node_stats[:, S_VALUE] / jnp.maximum(node_visits, 1.0),
+        raw_value=info[:, N_RAW],
     )
-    node_visits = tree.visits[b, node]
-    return NodeView(
-        prior_logits=tree.prior_logits[b, node],
-        mask=tree.mask[b, node],
-        child_visits=child_visits,
-        child_q=child_q,
-        node_visits=node_visits,
-        node_value=tree.value_sum[b, node, player] / jnp.maximum(node_visits, 1),
-        raw_value=tree.raw_value[b, node, player],
-    )
+    return view, row[:, CHILD].astype(jnp.int32), info[:, N_TERMINAL] > 0
 
 
 def make_search(
@@ -181,11 +200,14 @@ def make_search(
         if value.shape != (B,):
             raise ValueError(f"the network's value has shape {value.shape}, expected ({B},)")
 
-    def store_logits(logits, mask):
+    def store_prior(logits, mask):
+        """The `PRIOR` and `PROBS` rows: logits shifted to a maximum of 0 over legal actions
+        (illegal ones at `NEG_LOGIT`) and their softmax over legal actions."""
         logits = logits.astype(jnp.float32)
         top = jnp.max(jnp.where(mask, logits, -jnp.inf), axis=-1, keepdims=True)
         top = jnp.where(jnp.isfinite(top), top, 0.0)
-        return jnp.where(mask, logits - top, NEG_LOGIT)
+        logits = jnp.where(mask, jnp.maximum(logits - top, LEGAL_ABOVE / 2), NEG_LOGIT)
+        return logits, masked_softmax(logits, mask)
 
     def init(batch_size: int) -> Tree:
         return init_tree(env, batch_size=batch_size, max_nodes=max_nodes)
@@ -201,31 +223,41 @@ def make_search(
             lambda: (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32)),
         )
         terminal = md.terminated | md.truncated
-        vec = value_vector(value.astype(jnp.float32), md.cur_player_id, P)
-        vec = jnp.where(md.terminated[:, None], 0.0, vec)
-
-        def set0(x, new):
-            return x.at[:, 0].set(
-                jnp.where(empty.reshape((B,) + (1,) * (new.ndim - 1)), new, x[:, 0])
-            )
-
-        tree = tree.replace(
-            states=jax.tree_util.tree_map(lambda x, s: x.at[:, 0].set(s), tree.states, env_states),
-            mask=tree.mask.at[:, 0].set(md.action_mask),
-            player=tree.player.at[:, 0].set(md.cur_player_id),
-            terminal=tree.terminal.at[:, 0].set(terminal),
+        own = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
+        fresh_edges = jnp.stack(
+            [*store_prior(logits, md.action_mask), jnp.full((B, A), NO_CHILD, jnp.float32)],
+            axis=1,
         )
-        tree = tree.replace(
-            prior_logits=set0(tree.prior_logits, store_logits(logits, md.action_mask)),
-            raw_value=set0(tree.raw_value, vec),
-            value_sum=set0(tree.value_sum, vec),
-            visits=set0(tree.visits, jnp.ones((B,), jnp.int32)),
-            reward=set0(tree.reward, jnp.zeros((B, P), jnp.float32)),
-            children=set0(tree.children, jnp.full((B, A), NO_CHILD, jnp.int32)),
-            parent=set0(tree.parent, jnp.full((B,), NO_CHILD, jnp.int32)),
+        fresh_info = jnp.concatenate(
+            [jnp.stack([own, terminal.astype(jnp.float32)], axis=-1), jnp.zeros((B, P))], axis=-1
+        )
+        root_info = jnp.where(empty[:, None], fresh_info, tree.node[:, 0])
+        root_info = root_info.at[:, N_TERMINAL].set(terminal.astype(jnp.float32))
+        fresh_stats = jnp.stack([jnp.ones((B,)), own], axis=-1)
+
+        def set_root(x, fresh):
+            e = empty.reshape((B,) + (1,) * (fresh.ndim - 1))
+            return x.at[:, 0].set(jnp.where(e, fresh, x[:, 0]))
+
+        return tree.replace(
+            states=jax.tree_util.tree_map(lambda x, s: x.at[:, 0].set(s), tree.states, env_states),
+            edges=set_root(tree.edges, fresh_edges),
+            edge_stats=set_root(tree.edge_stats, jnp.zeros((B, A, 2), jnp.float32)),
+            node_stats=set_root(tree.node_stats, fresh_stats),
+            node=tree.node.at[:, 0].set(root_info),
+            links=tree.links.at[:, 0].set(
+                jnp.stack(
+                    [
+                        jnp.full((B,), NO_CHILD, jnp.int32),
+                        jnp.zeros((B,), jnp.int32),
+                        md.cur_player_id.astype(jnp.int32),
+                        jnp.zeros((B,), jnp.int32),
+                    ],
+                    axis=-1,
+                )
+            ),
             next_free=jnp.where(empty, 1, tree.next_free),
         )
-        return tree
 
     def simulate(tree: Tree, params, ctx, key) -> tuple[Tree, Array, Array]:
         B, N = tree.batch_size, tree.max_nodes
@@ -238,30 +270,31 @@ def make_search(
 
         def sel_step(c, is_root: bool):
             node, edge, done, depth = c
-            view = _node_view(tree, node, discount)
+            view, children, terminal = _node_view(tree, node)
+            done = done | terminal  # reached (or started at) a finished game: stop there
             scores = selector.select(view, ctx, is_root)
-            children = tree.children[b, node]
+            expanded = children >= 0
             allowed = view.mask & (
-                ~full[:, None]
-                | (children >= 0)
-                | ~jnp.any(view.mask & (children >= 0), axis=-1, keepdims=True)
+                ~full[:, None] | expanded | ~jnp.any(view.mask & expanded, axis=-1, keepdims=True)
             )
             finite = allowed & jnp.isfinite(scores)
-            a = jnp.where(
-                jnp.any(finite, axis=-1),
-                masked_argmax(scores, finite),
-                masked_argmax(view.prior_logits, allowed),
+            # the best finite score; where none is finite, the best prior among allowed moves
+            a = first_argmax(
+                jnp.where(
+                    jnp.any(finite, axis=-1, keepdims=True),
+                    jnp.where(finite, scores, -jnp.inf),
+                    jnp.where(allowed, view.prior_logits, -jnp.inf),
+                )
             )
-            child = children[b, a]
+            child = jnp.take_along_axis(children, a[:, None], axis=1)[:, 0]
             descend = ~done & (child >= 0)
             stop = ~done & (child < 0)
             node = jnp.where(descend, child, node)
-            done = done | stop | (descend & tree.terminal[b, jnp.maximum(child, 0)])
             edge = jnp.where(stop, a, edge)
-            return node, edge, done, depth + descend.astype(jnp.int32)
+            return node, edge, done | stop, depth + descend.astype(jnp.int32)
 
         start = jnp.zeros((B,), jnp.int32)
-        carry = (start, jnp.full((B,), -1, jnp.int32), tree.terminal[:, 0], start)
+        carry = (start, jnp.full((B,), -1, jnp.int32), jnp.zeros((B,), jnp.bool_), start)
         carry = sel_step(carry, True)  # the root's rule (noise, Gumbel halving) once
         node, edge, _, depth = jax.lax.while_loop(sel_cond, lambda c: sel_step(c, False), carry)
         wants = edge >= 0
@@ -271,66 +304,93 @@ def make_search(
         # 2. expand: one environment step and one network call for the whole batch.
         k_env, k_net = jax.random.split(key)
         parent_states = jax.tree_util.tree_map(lambda x: x[b, node], tree.states)
+        parent_links = tree.links[b, node]
+        parent_info = tree.node[b, node]
         action = jnp.maximum(edge, 0)
         new_states, md = jax.vmap(env.step)(parent_states, action, jax.random.split(k_env, B))
         logits, value = evaluate(params, new_states, k_net)
         terminal = md.terminated | md.truncated
-        vec = value_vector(value.astype(jnp.float32), md.cur_player_id, P)
-        vec = jnp.where(md.terminated[:, None], 0.0, vec)
+        player = md.cur_player_id.astype(jnp.int32)
+        own = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
         new = jnp.where(expand, tree.next_free, N)  # N: out of range, the scatter drops it
+        new_edges = jnp.stack(
+            [*store_prior(logits, md.action_mask), jnp.full((B, A), NO_CHILD, jnp.float32)],
+            axis=1,
+        )
+        new_info = jnp.concatenate(
+            [
+                jnp.stack([own, terminal.astype(jnp.float32)], axis=-1),
+                md.rewards.astype(jnp.float32),
+            ],
+            axis=-1,
+        )
+        new_links = jnp.stack([node, action, player, parent_links[:, L_PLAYER]], axis=-1)
 
         def put(x, v):
             return x.at[b, new].set(v, mode="drop")
 
-        tree = tree.replace(
-            states=jax.tree_util.tree_map(put, tree.states, new_states),
-            visits=put(tree.visits, jnp.zeros((B,), jnp.int32)),
-            value_sum=put(tree.value_sum, jnp.zeros((B, P), jnp.float32)),
-            raw_value=put(tree.raw_value, vec),
-            reward=put(tree.reward, md.rewards.astype(jnp.float32)),
-            prior_logits=put(tree.prior_logits, store_logits(logits, md.action_mask)),
-            mask=put(tree.mask, md.action_mask),
-            children=put(tree.children, jnp.full((B, A), NO_CHILD, jnp.int32)),
-            parent=put(tree.parent, node),
-            action=put(tree.action, action),
-            player=put(tree.player, md.cur_player_id),
-            terminal=put(tree.terminal, terminal),
-            next_free=tree.next_free + expand.astype(jnp.int32),
+        edges = put(tree.edges, new_edges)
+        edges = edges.at[b, jnp.where(expand, node, N), CHILD, action].set(
+            new.astype(jnp.float32), mode="drop"
         )
         tree = tree.replace(
-            children=tree.children.at[b, jnp.where(expand, node, N), action].set(new, mode="drop")
+            states=jax.tree_util.tree_map(put, tree.states, new_states),
+            edges=edges,
+            edge_stats=put(tree.edge_stats, jnp.zeros((B, A, 2), jnp.float32)),
+            node_stats=put(tree.node_stats, jnp.zeros((B, 2), jnp.float32)),
+            node=put(tree.node, new_info),
+            links=put(tree.links, new_links),
+            next_free=tree.next_free + expand.astype(jnp.int32),
         )
         leaf = jnp.where(expand, new, node)
         depth = depth + expand.astype(jnp.int32)
 
-        # 3. back up along the parent chain.
-        g0 = tree.raw_value[b, leaf]  # new node's evaluation, or the stopping node's own
+        # 3. back up along the parent chain. The new node's evaluation, or the stopping node's own.
+        g0 = value_vector(
+            jnp.where(expand, own, parent_info[:, N_RAW]),
+            jnp.where(expand, player, parent_links[:, L_PLAYER]),
+            P,
+        )
+        players = jnp.arange(P)[None, :]
 
         def up_cond(c):
             return jnp.any(c[0] >= 0)
 
         def up_body(c):
-            n, g, visits, value_sum = c
+            n, g, node_stats, edge_stats = c
             live = n >= 0
-            at = jnp.where(live, n, N)
-            visits = visits.at[b, at].add(1, mode="drop")
-            value_sum = value_sum.at[b, at].add(g, mode="drop")
             safe = jnp.maximum(n, 0)
-            g = jnp.where(live[:, None], tree.reward[b, safe] + discount * g, g)
-            n = jnp.where(live, tree.parent[b, safe], NO_CHILD)
-            return n, g, visits, value_sum
+            links = tree.links[b, safe]  # [B, 4]
+            reward = tree.node[b, safe, N_REWARD:]  # [B, P]
+            own = jnp.sum(jnp.where(players == links[:, L_PLAYER, None], g, 0.0), axis=-1)
+            ones = jnp.ones((B,), jnp.float32)
+            node_stats = node_stats.at[b, jnp.where(live, n, N)].add(
+                jnp.stack([ones, own], axis=-1), mode="drop"
+            )
+            g_edge = reward + discount * g  # the return through the edge into n, per player
+            parent = links[:, L_PARENT]
+            to_parent = jnp.sum(
+                jnp.where(players == links[:, L_PARENT_PLAYER, None], g_edge, 0.0), axis=-1
+            )
+            at_parent = jnp.where(live & (parent >= 0), parent, N)
+            edge_stats = edge_stats.at[b, at_parent, links[:, L_ACTION]].add(
+                jnp.stack([ones, to_parent], axis=-1), mode="drop"
+            )
+            g = jnp.where(live[:, None], g_edge, g)
+            n = jnp.where(live, parent, NO_CHILD)
+            return n, g, node_stats, edge_stats
 
-        _, _, visits, value_sum = jax.lax.while_loop(
-            up_cond, up_body, (leaf, g0, tree.visits, tree.value_sum)
+        _, _, node_stats, edge_stats = jax.lax.while_loop(
+            up_cond, up_body, (leaf, g0, tree.node_stats, tree.edge_stats)
         )
-        return tree.replace(visits=visits, value_sum=value_sum), depth, full_event
+        return tree.replace(node_stats=node_stats, edge_stats=edge_stats), depth, full_event
 
     def search(tree: Tree, params, env_states, key, temperature=0.0):
         B = tree.batch_size
         k_root, k_prep, k_sims, k_act = jax.random.split(key, 4)
         tree = init_roots(tree, params, env_states, k_root)
         root = jnp.zeros((B,), jnp.int32)
-        ctx = selector.prepare(_node_view(tree, root, discount), k_prep)
+        ctx = selector.prepare(_node_view(tree, root)[0], k_prep)
 
         def body(i, c):
             tree, max_depth, fulls = c
@@ -339,7 +399,7 @@ def make_search(
 
         zeros = jnp.zeros((B,), jnp.int32)
         tree, max_depth, fulls = jax.lax.fori_loop(0, num_simulations, body, (tree, zeros, zeros))
-        view = _node_view(tree, root, discount)
+        view = _node_view(tree, root)[0]
         weights, greedy = selector.policy(view, ctx)
         temp = jnp.broadcast_to(jnp.asarray(temperature, jnp.float32), (B,))
         logits = jnp.log(jnp.maximum(weights, 1e-30)) / jnp.maximum(temp, 1e-6)[:, None]
@@ -354,7 +414,7 @@ def make_search(
             max_depth=max_depth,
             tree_fullness=tree.next_free.astype(jnp.float32) / tree.max_nodes,
             full_events=fulls,
-            root_player=tree.player[:, 0],
+            root_player=tree.links[:, 0, L_PLAYER],
         )
         return tree, out
 

@@ -2,13 +2,32 @@
 
 Letters: B games, N node capacity (`max_nodes`), A actions, P players.
 
-Node 0 is always the root. A node stores the environment state reached through its parent edge,
-the reward vector received on that edge, the network's evaluation, and its visit statistics.
-`value_sum[b, n, p]` is the sum of the returns backed up through node `n` for player `p`, not
-counting the reward on the edge into `n`. Child `c` of node `n` therefore has, for the player `p`
-to move at `n`, the action value `Q = reward[c, p] + discount * value_sum[c, p] / visits[c]`.
-Keeping values per player (instead of flipping signs) is what lets one-player games and games
-whose players do not strictly alternate share one code path.
+Node 0 is always the root. Each node holds the environment state reached through its parent edge
+and small packed rows, laid out for the selection walk, which reads one node per game per tree
+level, and for the backup, which adds to one row of each statistics array per level:
+
+- `edges[b, n]` `[3, A]` float32, written when `n` is expanded: the network's prior logit per
+  action (`PRIOR`, illegal actions at `NEG_LOGIT`), its softmax over the legal actions (`PROBS`,
+  computed once here rather than at every visit), and the child's index (`CHILD`, `NO_CHILD` =
+  none; exact in float32 below 2**24 nodes).
+- `edge_stats[b, n]` `[A, 2]` float32: per action, the visits through the edge (`E_VISITS`) and
+  the sum of the returns through it for the player to move at `n`, the edge's reward included
+  (`E_VALUE`); the action value is `Q = E_VALUE / E_VISITS`.
+- `node_stats[b, n]` `[2]` float32: the node's visits (`S_VISITS`) and the sum of the returns
+  backed up through it for its own player to move (`S_VALUE`).
+- `node[b, n]` `[2 + P]` float32, written at expansion: the network's value for the player to move
+  (`N_RAW`, 0 at terminal nodes), whether the game is over there (`N_TERMINAL`), and the reward
+  vector received on the edge into the node (`N_REWARD:`).
+- `links[b, n]` `[4]` int32: parent, action from the parent, player to move at the node, and
+  player to move at the parent (what the backup walks with).
+
+A gather of each row gives the selection rule everything about a node and its children (a layout
+with per-child statistics stored at the child needs a second, scattered gather per level), and
+the backup's additions are whole-row scatters.
+
+Values are kept per player where they propagate (the backup carries a `[P]` vector of returns and
+the rewards are `[P]`) and stored for the player they concern, which is what lets one-player
+games and games whose players do not strictly alternate share one code path.
 
 Nodes are allocated in increasing index order, so a child's index is always larger than its
 parent's. A tree row with `next_free == 0` is empty: the next search evaluates its root.
@@ -26,37 +45,75 @@ from turbozero.types import Array, PyTree
 
 NO_CHILD = -1
 NEG_LOGIT = -1e9  # stored prior logit of an illegal action (finite: softmax stays NaN-free)
+LEGAL_ABOVE = NEG_LOGIT / 2  # a stored logit above this is a legal action's
+
+PRIOR, PROBS, CHILD = 0, 1, 2  # rows of `edges[b, n]`
+E_VISITS, E_VALUE = 0, 1  # columns of `edge_stats[b, n, a]`
+S_VISITS, S_VALUE = 0, 1  # columns of `node_stats[b, n]`
+N_RAW, N_TERMINAL, N_REWARD = 0, 1, 2  # columns of `node[b, n]`
+# columns of `links[b, n]`
+L_PARENT, L_ACTION, L_PLAYER, L_PARENT_PLAYER = 0, 1, 2, 3
 
 
 @struct.dataclass
 class Tree(struct.Struct):
     """A batch of search trees. Every array has leading axes `[B, N]`."""
 
-    visits: Array  # [B, N] int32
-    value_sum: Array  # [B, N, P] float32, returns backed up through the node
-    raw_value: Array  # [B, N, P] float32, the evaluation at expansion (0 at terminal nodes)
-    reward: Array  # [B, N, P] float32, reward received on the edge into the node
-    prior_logits: Array  # [B, N, A] float32, network logits, illegal actions at NEG_LOGIT
-    mask: Array  # [B, N, A] bool, legal actions
-    children: Array  # [B, N, A] int32, child index or NO_CHILD
-    parent: Array  # [B, N] int32, parent index (NO_CHILD for the root)
-    action: Array  # [B, N] int32, action on the edge from the parent
-    player: Array  # [B, N] int32, player to move
-    terminal: Array  # [B, N] bool, game over (terminated or truncated)
+    edges: Array  # [B, N, 3, A] float32: PRIOR, PROBS, CHILD per action
+    edge_stats: Array  # [B, N, A, 2] float32: E_VISITS, E_VALUE per action
+    node_stats: Array  # [B, N, 2] float32: S_VISITS, S_VALUE
+    node: Array  # [B, N, 2 + P] float32: N_RAW, N_TERMINAL, N_REWARD[P]
+    links: Array  # [B, N, 4] int32: L_PARENT, L_ACTION, L_PLAYER, L_PARENT_PLAYER
     states: PyTree  # leaves [B, N, ...], environment state at each node
     next_free: Array  # [B] int32, number of allocated nodes
 
     @property
     def batch_size(self) -> int:
-        return int(self.visits.shape[0])
+        return int(self.node.shape[0])
 
     @property
     def max_nodes(self) -> int:
-        return int(self.visits.shape[1])
+        return int(self.node.shape[1])
 
     @property
     def num_actions(self) -> int:
-        return int(self.children.shape[2])
+        return int(self.edges.shape[3])
+
+    # Readable views (computed; the search itself reads the packed rows).
+    @property
+    def visits(self) -> Array:
+        """`[B, N]` int32 visits of each node."""
+        return self.node_stats[..., S_VISITS].astype(jnp.int32)
+
+    @property
+    def children(self) -> Array:
+        """`[B, N, A]` int32 child index per action, `NO_CHILD` where unexpanded."""
+        return self.edges[..., CHILD, :].astype(jnp.int32)
+
+    @property
+    def prior_logits(self) -> Array:
+        """`[B, N, A]` stored network logits (illegal actions at `NEG_LOGIT`)."""
+        return self.edges[..., PRIOR, :]
+
+    @property
+    def mask(self) -> Array:
+        """`[B, N, A]` bool legal actions of expanded nodes."""
+        return self.edges[..., PRIOR, :] > LEGAL_ABOVE
+
+    @property
+    def parent(self) -> Array:
+        """`[B, N]` int32 parent index (`NO_CHILD` for the root)."""
+        return self.links[..., L_PARENT]
+
+    @property
+    def player(self) -> Array:
+        """`[B, N]` int32 player to move at each node."""
+        return self.links[..., L_PLAYER]
+
+    @property
+    def terminal(self) -> Array:
+        """`[B, N]` bool: the game is over at the node."""
+        return self.node[..., N_TERMINAL] > 0
 
 
 def init_tree(env: Env, *, batch_size: int, max_nodes: int) -> Tree:
@@ -64,18 +121,14 @@ def init_tree(env: Env, *, batch_size: int, max_nodes: int) -> Tree:
     B, N, A, P = batch_size, max_nodes, env.num_actions, env.num_players
     state_shape, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
     states = jax.tree_util.tree_map(lambda s: jnp.zeros((B, N, *s.shape), s.dtype), state_shape)
+    edges = jnp.zeros((B, N, 3, A), jnp.float32).at[:, :, CHILD].set(NO_CHILD)
+    links = jnp.zeros((B, N, 4), jnp.int32).at[:, :, L_PARENT].set(NO_CHILD)
     return Tree(
-        visits=jnp.zeros((B, N), jnp.int32),
-        value_sum=jnp.zeros((B, N, P), jnp.float32),
-        raw_value=jnp.zeros((B, N, P), jnp.float32),
-        reward=jnp.zeros((B, N, P), jnp.float32),
-        prior_logits=jnp.zeros((B, N, A), jnp.float32),
-        mask=jnp.zeros((B, N, A), jnp.bool_),
-        children=jnp.full((B, N, A), NO_CHILD, jnp.int32),
-        parent=jnp.full((B, N), NO_CHILD, jnp.int32),
-        action=jnp.zeros((B, N), jnp.int32),
-        player=jnp.zeros((B, N), jnp.int32),
-        terminal=jnp.zeros((B, N), jnp.bool_),
+        edges=edges,
+        edge_stats=jnp.zeros((B, N, A, 2), jnp.float32),
+        node_stats=jnp.zeros((B, N, 2), jnp.float32),
+        node=jnp.zeros((B, N, N_REWARD + P), jnp.float32),
+        links=links,
         states=states,
         next_free=jnp.zeros((B,), jnp.int32),
     )
@@ -121,9 +174,9 @@ def advance_trees(tree: Tree, action: Array) -> Tree:
     compacted in one vectorised pass: kept nodes are renumbered in their old order, so children
     keep larger indices than their parents.
     """
-    B, N = tree.visits.shape
+    B, N = tree.next_free.shape[0], tree.max_nodes
     b = jnp.arange(B)
-    child = tree.children[b, 0, action]
+    child = tree.edges[b, 0, CHILD, action].astype(jnp.int32)
     has_child = (tree.next_free > 0) & (child >= 0)
     allocated = jnp.arange(N)[None, :] < tree.next_free[:, None]
     keep = _subtree_members(tree.parent, jnp.where(has_child, child, N)) & allocated
@@ -135,30 +188,25 @@ def advance_trees(tree: Tree, action: Array) -> Tree:
         out = jnp.zeros_like(x)
         return out.at[b[:, None], dest].set(x, mode="drop")
 
-    remap = lambda idx: jnp.where(  # noqa: E731
-        idx >= 0,
-        jnp.take_along_axis(new_index, jnp.maximum(idx, 0).reshape(B, -1), 1).reshape(idx.shape),
-        NO_CHILD,
-    )
-    children = remap(tree.children)
-    parent = remap(tree.parent)
+    def remap(idx):
+        flat = jnp.maximum(idx, 0).reshape(B, -1)
+        renamed = jnp.take_along_axis(new_index, flat, 1).reshape(idx.shape)
+        return jnp.where(idx >= 0, renamed, NO_CHILD)
+
+    children = remap(tree.children).astype(jnp.float32)
+    links = tree.links.at[..., L_PARENT].set(remap(tree.parent))
     moved = tree.replace(
-        visits=move(tree.visits),
-        value_sum=move(tree.value_sum),
-        raw_value=move(tree.raw_value),
-        reward=move(tree.reward),
-        prior_logits=move(tree.prior_logits),
-        mask=move(tree.mask),
-        children=move(children),
-        parent=move(parent),
-        action=move(tree.action),
-        player=move(tree.player),
-        terminal=move(tree.terminal),
+        edges=move(tree.edges.at[..., CHILD, :].set(children)),
+        edge_stats=move(tree.edge_stats),
+        node_stats=move(tree.node_stats),
+        node=move(tree.node),
+        links=move(links),
         states=jax.tree_util.tree_map(move, tree.states),
         next_free=jnp.sum(keep, axis=1).astype(jnp.int32),
     )
-    # The new root has no parent; its stored edge reward no longer matters.
+    # Rows past next_free are never read, so the zeros `move` leaves there need no reset. The new
+    # root has no parent; its stored edge reward no longer matters.
     return moved.replace(
-        parent=moved.parent.at[:, 0].set(NO_CHILD),
-        reward=moved.reward.at[:, 0].set(0.0),
+        links=moved.links.at[:, 0, L_PARENT].set(NO_CHILD),
+        node=moved.node.at[:, 0, N_REWARD:].set(0.0),
     )

@@ -332,3 +332,48 @@ def test_negative_temperature_and_wrong_policy_size_are_refused(tic_tac_toe):
     )
     with pytest.raises(ValueError, match="num_actions"):
         bad.search(bad.init(1), None, states, jax.random.PRNGKey(0))
+
+
+def _codec_env(state):
+    """A stand-in Env whose `init` returns `state` (the codec only reads `init`'s shapes)."""
+    import dataclasses
+
+    base = envs.make("tic_tac_toe")
+    return dataclasses.replace(base, init=lambda key: (state, base.init(key)[1]))
+
+
+def test_packed_states_round_trip_exactly_for_every_leaf_type():
+    from turbozero.search.tree import state_codec
+
+    state = {
+        "flag": jnp.array([True, False, True]),
+        "small": jnp.array([-3, 7], jnp.int8),
+        "half": jnp.array([1.5, -2.25], jnp.float16),
+        "brain": jnp.array([0.1, -7.0], jnp.bfloat16),
+        "count": jnp.array(123456, jnp.int32),
+        "word": jnp.array([4_000_000_000], jnp.uint32),
+        "value": jnp.array([[np.pi, -0.0], [np.inf, 1e-30]], jnp.float32),
+    }
+    codec = state_codec(_codec_env(state))
+    batch = jax.tree.map(lambda x: jnp.stack([x, x]), state)  # leading axes are kept
+    rows = codec.pack(batch)
+    assert rows.dtype == jnp.uint8 and rows.shape == (2, codec.width)
+    back = codec.unpack(rows)
+    for a, b in zip(jax.tree.leaves(batch), jax.tree.leaves(back), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+    for game in ("connect_four", "othello", "go_9x9"):
+        env = envs.make(game)
+        states = play(env, [], batch=2)
+        back = state_codec(env).unpack(state_codec(env).pack(states))
+        for a, b in zip(jax.tree.leaves(states), jax.tree.leaves(back), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_states_with_typed_keys_are_stored_unpacked():
+    from turbozero.search.tree import state_codec
+
+    codec = state_codec(_codec_env({"key": jax.random.key(0), "x": jnp.zeros(3)}))
+    assert codec.width is None
+    state = {"key": jax.random.key(1), "x": jnp.ones(3)}
+    assert codec.unpack(codec.pack(state)) is state

@@ -47,6 +47,7 @@ from turbozero.search.tree import (
     advance_trees,
     init_tree,
     reset_trees,
+    state_codec,
 )
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
@@ -179,6 +180,7 @@ def make_search(
     if reuse and not env.deterministic:
         raise ValueError(f"reuse=True needs a deterministic environment; {env.name!r} is not")
     P, A = env.num_players, env.num_actions
+    codec = state_codec(env)
 
     if state_eval_fn is None:
         assert eval_fn is not None
@@ -240,7 +242,9 @@ def make_search(
             return x.at[:, 0].set(jnp.where(e, fresh, x[:, 0]))
 
         return tree.replace(
-            states=jax.tree_util.tree_map(lambda x, s: x.at[:, 0].set(s), tree.states, env_states),
+            states=jax.tree_util.tree_map(
+                lambda x, s: x.at[:, 0].set(s), tree.states, codec.pack(env_states)
+            ),
             edges=set_root(tree.edges, fresh_edges),
             edge_stats=set_root(tree.edge_stats, jnp.zeros((B, A, 2), jnp.float32)),
             node_stats=set_root(tree.node_stats, fresh_stats),
@@ -303,7 +307,7 @@ def make_search(
 
         # 2. expand: one environment step and one network call for the whole batch.
         k_env, k_net = jax.random.split(key)
-        parent_states = jax.tree_util.tree_map(lambda x: x[b, node], tree.states)
+        parent_states = codec.unpack(jax.tree_util.tree_map(lambda x: x[b, node], tree.states))
         parent_links = tree.links[b, node]
         parent_info = tree.node[b, node]
         action = jnp.maximum(edge, 0)
@@ -334,7 +338,7 @@ def make_search(
             new.astype(jnp.float32), mode="drop"
         )
         tree = tree.replace(
-            states=jax.tree_util.tree_map(put, tree.states, new_states),
+            states=jax.tree_util.tree_map(put, tree.states, codec.pack(new_states)),
             edges=edges,
             edge_stats=put(tree.edge_stats, jnp.zeros((B, A, 2), jnp.float32)),
             node_stats=put(tree.node_stats, jnp.zeros((B, 2), jnp.float32)),

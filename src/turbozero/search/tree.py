@@ -20,6 +20,10 @@ level, and for the backup, which adds to one row of each statistics array per le
   vector received on the edge into the node (`N_REWARD:`).
 - `links[b, n]` `[4]` int32: parent, action from the parent, player to move at the node, and
   player to move at the parent (what the backup walks with).
+- `states[b, n]` `[W]` uint8: the environment state, its leaves' bytes side by side (see
+  `state_codec`), so that reading or writing a node's state is one gather or scatter rather than
+  one per leaf (a pgx state has about ten). States with leaves that cannot be laid out as bytes
+  (typed PRNG keys, 8-byte types) are stored as the pytree itself, leaves `[B, N, ...]`.
 
 A gather of each row gives the selection rule everything about a node and its children (a layout
 with per-child statistics stored at the child needs a second, scattered gather per level), and
@@ -34,6 +38,10 @@ parent's. A tree row with `next_free == 0` is empty: the next search evaluates i
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -55,6 +63,66 @@ N_RAW, N_TERMINAL, N_REWARD = 0, 1, 2  # columns of `node[b, n]`
 L_PARENT, L_ACTION, L_PLAYER, L_PARENT_PLAYER = 0, 1, 2, 3
 
 
+class StateCodec(NamedTuple):
+    """Packs an environment state (any leading axes) into one uint8 row `[..., W]` and back.
+
+    Attributes:
+        pack: `pack(states) -> [..., W] uint8` (or the states unchanged when `width` is None).
+        unpack: the inverse.
+        width: `W`, bytes per state; None when states are stored as pytrees.
+    """
+
+    pack: Callable[[PyTree], PyTree]
+    unpack: Callable[[PyTree], PyTree]
+    width: int | None
+
+
+def state_codec(env: Env) -> StateCodec:
+    """The byte layout of `env`'s states (see the module docstring), exact for every leaf of
+    1, 2 or 4 bytes (bool, int8-32, uint8-32, float16/bfloat16/float32)."""
+    example, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
+    leaves, treedef = jax.tree_util.tree_flatten(example)
+    specs = []
+    for leaf in leaves:
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.extended):
+            return StateCodec(lambda s: s, lambda s: s, None)
+        dtype = np.dtype(leaf.dtype)
+        if dtype.itemsize not in (1, 2, 4):
+            return StateCodec(lambda s: s, lambda s: s, None)
+        specs.append((tuple(leaf.shape), dtype, math.prod(leaf.shape) * dtype.itemsize))
+
+    def pack(states: PyTree) -> Array:
+        parts = []
+        for x, (shape, dtype, _) in zip(jax.tree_util.tree_leaves(states), specs, strict=True):
+            lead = x.shape[: x.ndim - len(shape)]
+            flat = x.reshape((*lead, -1))
+            if dtype == np.bool_:
+                parts.append(flat.astype(jnp.uint8))
+            else:
+                raw = jax.lax.bitcast_convert_type(flat, jnp.uint8)  # [..., n] or [..., n, k]
+                parts.append(raw.reshape((*lead, -1)))
+        return jnp.concatenate(parts, axis=-1)
+
+    def unpack(rows: Array) -> PyTree:
+        lead = rows.shape[:-1]
+        out, offset = [], 0
+        for shape, dtype, nbytes in specs:
+            seg = rows[..., offset : offset + nbytes]
+            offset += nbytes
+            if dtype == np.bool_:
+                value = seg != 0
+            elif dtype.itemsize == 1:
+                value = jax.lax.bitcast_convert_type(seg, dtype)
+            else:
+                value = jax.lax.bitcast_convert_type(
+                    seg.reshape((*lead, -1, dtype.itemsize)), dtype
+                )
+            out.append(value.reshape((*lead, *shape)))
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    return StateCodec(pack, unpack, sum(spec[2] for spec in specs))
+
+
 @struct.dataclass
 class Tree(struct.Struct):
     """A batch of search trees. Every array has leading axes `[B, N]`."""
@@ -64,7 +132,7 @@ class Tree(struct.Struct):
     node_stats: Array  # [B, N, 2] float32: S_VISITS, S_VALUE
     node: Array  # [B, N, 2 + P] float32: N_RAW, N_TERMINAL, N_REWARD[P]
     links: Array  # [B, N, 4] int32: L_PARENT, L_ACTION, L_PLAYER, L_PARENT_PLAYER
-    states: PyTree  # leaves [B, N, ...], environment state at each node
+    states: PyTree  # [B, N, W] uint8 packed states (or a pytree, leaves [B, N, ...])
     next_free: Array  # [B] int32, number of allocated nodes
 
     @property
@@ -119,8 +187,12 @@ class Tree(struct.Struct):
 def init_tree(env: Env, *, batch_size: int, max_nodes: int) -> Tree:
     """An empty batch of trees (every row's next search evaluates its root)."""
     B, N, A, P = batch_size, max_nodes, env.num_actions, env.num_players
-    state_shape, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
-    states = jax.tree_util.tree_map(lambda s: jnp.zeros((B, N, *s.shape), s.dtype), state_shape)
+    codec = state_codec(env)
+    if codec.width is not None:
+        states: PyTree = jnp.zeros((B, N, codec.width), jnp.uint8)
+    else:
+        state_shape, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
+        states = jax.tree_util.tree_map(lambda s: jnp.zeros((B, N, *s.shape), s.dtype), state_shape)
     edges = jnp.zeros((B, N, 3, A), jnp.float32).at[:, :, CHILD].set(NO_CHILD)
     links = jnp.zeros((B, N, 4), jnp.int32).at[:, :, L_PARENT].set(NO_CHILD)
     return Tree(

@@ -1,7 +1,7 @@
 """Self-play throughput: positions collected per second, the share spent in search, the floor.
 
-ResNet 2x16, `max_nodes` 64, `muzero_puct` by default (subtree reuse on, as in training),
-`make_selfplay` + `make_search` + `make_episode_buffer`, one compiled `collect(..., num_steps=k)`.
+ResNet 2x16, `max_nodes` 64, `puct` by default (the connect_four and othello presets' rule), subtree
+reuse on as in training: `make_selfplay` + `make_search` + `make_episode_buffer`, one compiled `collect(..., num_steps=k)`.
 The games are first played for `k` steps so that the timed states are mid-game.
 
 - `positions_per_s`: `batch * k / seconds` of one compiled `collect` (compile excluded, best of
@@ -13,7 +13,7 @@ The games are first played for `k` steps so that the timed states are mid-game.
   `env.step` for the move played, as a `lax.fori_loop` under `jit`.
 
     python bench/selfplay.py [--quick] [--games connect_four othello] [--batch 64 256]
-        [--sims 32 64] [--steps 8] [--selector muzero_puct] [--repeats 3]
+        [--sims 32 64] [--steps 8] [--selector puct] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", nargs="+", type=int, default=[64, 256])
     parser.add_argument("--sims", nargs="+", type=int, default=[32, 64])
     parser.add_argument("--steps", type=int, default=8, help="moves per compiled collect call")
-    parser.add_argument("--selector", default="muzero_puct", choices=sorted(SELECTORS))
+    parser.add_argument("--selector", default="puct", choices=sorted(SELECTORS))
     parser.add_argument(
         "--repeats", type=int, default=3, help="timed rounds (collect, search, floor in turn)"
     )

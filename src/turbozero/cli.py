@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from turbozero.config import PRESETS, ConfigError, get_preset
+from turbozero.io.errors import CheckpointError
 
 
 def _load_presets() -> None:
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))
-    except (ConfigError, FileExistsError, FileNotFoundError) as err:
+    except (ConfigError, CheckpointError, FileExistsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -10,7 +10,9 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-FORMAT_VERSION = 1
+from turbozero.io.errors import CheckpointError
+
+FORMAT_VERSION = 2  # 2: packed search-tree layout (turbozero.search.tree)
 
 
 class Checkpointer:
@@ -53,24 +55,42 @@ class Checkpointer:
         return dict(out["meta"])
 
     def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
-        """Restore the state with the structure, shapes and dtypes of `like`."""
+        """Restore the state with the structure, shapes and dtypes of `like`.
+
+        Raises:
+            FileNotFoundError: when there is no checkpoint.
+            CheckpointError: when the checkpoint was written in another format version, or its
+                state does not have `like`'s structure (another configuration).
+        """
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
-        abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, like)
-        out = self.manager.restore(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
-            ),
-        )
-        meta = dict(out["meta"])
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
-                f"checkpoint format {meta.get('format_version')} in {self.directory} is not the "
-                f"supported version {FORMAT_VERSION}"
+        version = self.restore_meta(step).get("format_version")
+        if version != FORMAT_VERSION:
+            raise CheckpointError(
+                f"checkpoint format {version} in {self.directory} is not the supported version "
+                f"{FORMAT_VERSION}: it was written by another turbozero version; start a new run "
+                f"(another --out) or resume it with the version that wrote it"
             )
-        return out["state"], meta
+        abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, like)
+        try:
+            out = self.manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+                ),
+            )
+        except ValueError as e:
+            if "do not match" not in str(e) and "not compatible with the stored shape" not in str(
+                e
+            ):
+                raise
+            raise CheckpointError(
+                f"the checkpoint in {self.directory} (step {step}) does not have the structure "
+                f"or shapes this run expects (written with another configuration, e.g. other "
+                f"network or search sizes); resume with the run's own config.json"
+            ) from e
+        return out["state"], dict(out["meta"])
 
     def close(self) -> None:
         self.manager.close()

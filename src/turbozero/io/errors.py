@@ -1,0 +1,7 @@
+"""Errors of the input/output layer, in a module light enough for the CLI to import up front."""
+
+from __future__ import annotations
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that this version cannot restore into the state asked for."""

@@ -1,7 +1,8 @@
 """Self-play throughput: positions collected per second, the share spent in search, the floor.
 
-ResNet 2x16, `max_nodes` 64, `puct` by default (the connect_four and othello presets' rule), subtree
-reuse on as in training: `make_selfplay` + `make_search` + `make_episode_buffer`, one compiled `collect(..., num_steps=k)`.
+ResNet 2x16, `max_nodes` 64, `puct` by default (the connect_four and othello presets' rule),
+subtree reuse on as in training: `make_selfplay` + `make_search` + `make_episode_buffer`, one
+compiled `collect(..., num_steps=k)`.
 The games are first played for `k` steps so that the timed states are mid-game.
 
 - `positions_per_s`: `batch * k / seconds` of one compiled `collect` (compile excluded, best of

@@ -255,10 +255,13 @@ def advance_trees(tree: Tree, action: Array) -> Tree:
     keep = keep & has_child[:, None]
     new_index = jnp.cumsum(keep, axis=1) - 1  # [B, N]
     dest = jnp.where(keep, new_index, N)  # out of range: dropped by the scatter
+    # source[b, j]: the old index of the node that becomes node j (0 past the kept ones: those
+    # rows are unallocated, never read, and rewritten whole when allocated)
+    nodes = jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), (B, N))
+    source = jnp.zeros((B, N), jnp.int32).at[b[:, None], dest].set(nodes, mode="drop")
 
     def move(x):
-        out = jnp.zeros_like(x)
-        return out.at[b[:, None], dest].set(x, mode="drop")
+        return x[b[:, None], source]  # a gather writes every row: no zero fill of the tree
 
     def remap(idx):
         flat = jnp.maximum(idx, 0).reshape(B, -1)
@@ -276,8 +279,7 @@ def advance_trees(tree: Tree, action: Array) -> Tree:
         states=jax.tree_util.tree_map(move, tree.states),
         next_free=jnp.sum(keep, axis=1).astype(jnp.int32),
     )
-    # Rows past next_free are never read, so the zeros `move` leaves there need no reset. The new
-    # root has no parent; its stored edge reward no longer matters.
+    # The new root has no parent; its stored edge reward no longer matters.
     return moved.replace(
         links=moved.links.at[:, 0, L_PARENT].set(NO_CHILD),
         node=moved.node.at[:, 0, N_REWARD:].set(0.0),

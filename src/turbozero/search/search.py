@@ -211,6 +211,21 @@ def make_search(
         logits = jnp.where(mask, jnp.maximum(logits - top, LEGAL_ABOVE / 2), NEG_LOGIT)
         return logits, masked_softmax(logits, mask)
 
+    def fresh_rows(logits, md, value) -> tuple[Array, Array, Array]:
+        """A newly evaluated node's `edges [B, 3, A]` and `node [B, 2 + P]` rows, and its value
+        for the player to move `[B]` (0 where the game terminated)."""
+        B = logits.shape[0]
+        own = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
+        edges = jnp.stack(
+            [*store_prior(logits, md.action_mask), jnp.full((B, A), NO_CHILD, jnp.float32)],
+            axis=1,
+        )
+        terminal = (md.terminated | md.truncated).astype(jnp.float32)
+        info = jnp.concatenate(
+            [jnp.stack([own, terminal], axis=-1), md.rewards.astype(jnp.float32)], axis=-1
+        )
+        return edges, info, own
+
     def init(batch_size: int) -> Tree:
         return init_tree(env, batch_size=batch_size, max_nodes=max_nodes)
 
@@ -224,17 +239,10 @@ def make_search(
             lambda: evaluate(params, env_states, key),
             lambda: (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32)),
         )
-        terminal = md.terminated | md.truncated
-        own = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
-        fresh_edges = jnp.stack(
-            [*store_prior(logits, md.action_mask), jnp.full((B, A), NO_CHILD, jnp.float32)],
-            axis=1,
-        )
-        fresh_info = jnp.concatenate(
-            [jnp.stack([own, terminal.astype(jnp.float32)], axis=-1), jnp.zeros((B, P))], axis=-1
-        )
+        fresh_edges, fresh_info, own = fresh_rows(logits, md, value)
+        # (a root's incoming reward is never read: the backup stops at the root)
         root_info = jnp.where(empty[:, None], fresh_info, tree.node[:, 0])
-        root_info = root_info.at[:, N_TERMINAL].set(terminal.astype(jnp.float32))
+        root_info = root_info.at[:, N_TERMINAL].set(fresh_info[:, N_TERMINAL])
         fresh_stats = jnp.stack([jnp.ones((B,)), own], axis=-1)
 
         def set_root(x, fresh):
@@ -313,21 +321,9 @@ def make_search(
         action = jnp.maximum(edge, 0)
         new_states, md = jax.vmap(env.step)(parent_states, action, jax.random.split(k_env, B))
         logits, value = evaluate(params, new_states, k_net)
-        terminal = md.terminated | md.truncated
         player = md.cur_player_id.astype(jnp.int32)
-        own = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
+        new_edges, new_info, own = fresh_rows(logits, md, value)
         new = jnp.where(expand, tree.next_free, N)  # N: out of range, the scatter drops it
-        new_edges = jnp.stack(
-            [*store_prior(logits, md.action_mask), jnp.full((B, A), NO_CHILD, jnp.float32)],
-            axis=1,
-        )
-        new_info = jnp.concatenate(
-            [
-                jnp.stack([own, terminal.astype(jnp.float32)], axis=-1),
-                md.rewards.astype(jnp.float32),
-            ],
-            axis=-1,
-        )
         new_links = jnp.stack([node, action, player, parent_links[:, L_PLAYER]], axis=-1)
 
         def put(x, v):

@@ -103,6 +103,5 @@ def visit_policy(root: NodeView) -> tuple[Array, Array]:
     """
     visits = jnp.where(root.mask, root.child_visits, 0).astype(jnp.float32)
     total = jnp.sum(visits, axis=-1, keepdims=True)
-    prior = masked_softmax(root.prior_logits, root.mask)
-    weights = jnp.where(total > 0, visits / jnp.maximum(total, 1.0), prior)
+    weights = jnp.where(total > 0, visits / jnp.maximum(total, 1.0), root.prior_probs)
     return weights, masked_argmax(weights, root.mask)

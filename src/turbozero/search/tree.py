@@ -279,8 +279,5 @@ def advance_trees(tree: Tree, action: Array) -> Tree:
         states=jax.tree_util.tree_map(move, tree.states),
         next_free=jnp.sum(keep, axis=1).astype(jnp.int32),
     )
-    # The new root has no parent; its stored edge reward no longer matters.
-    return moved.replace(
-        links=moved.links.at[:, 0, L_PARENT].set(NO_CHILD),
-        node=moved.node.at[:, 0, N_REWARD:].set(0.0),
-    )
+    # The new root has no parent (its stored incoming reward is never read again).
+    return moved.replace(links=moved.links.at[:, 0, L_PARENT].set(NO_CHILD))

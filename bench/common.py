@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 
 def emit(row: dict[str, Any]) -> None:
@@ -38,3 +39,28 @@ def best_time(fn: Callable[[], Any], *, repeats: int = 3) -> float:
         jax.block_until_ready(fn())
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def floor_simulations(env, eval_fn, params, states, mask, logits, total, env_keys, key):
+    """The floor's inner loop: `len(env_keys)` x (vmapped `env.step` + `eval_fn`), no tree.
+
+    Each iteration steps `states` with the best move under `mask` of the previous call's
+    `logits [B, A]`, so the calls form a chain, and uses what any search needs from the step
+    besides the observation: the children's legal moves (masking their logits), rewards and
+    termination. Without that XLA drops the step's legal-move computation as dead code (about
+    half of an othello step). The states pass through the loop behind an optimisation barrier so
+    that no part of the step is hoisted out of it. Returns the last logits and the summed values.
+    """
+
+    def body(i, carry):
+        logits, total, parents = carry
+        parents, logits = jax.lax.optimization_barrier((parents, logits))
+        action = jnp.argmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
+        children, md = jax.vmap(env.step)(parents, action, env_keys[i])
+        logits, value = eval_fn(params, jax.vmap(env.observe)(children), key)
+        logits = jnp.where(md.action_mask, logits.astype(jnp.float32), -1e9)
+        value = jnp.where(md.terminated, 0.0, value) + md.rewards[:, 0]
+        return logits, total + value, parents
+
+    logits, total, _ = jax.lax.fori_loop(0, len(env_keys), body, (logits, total, states))
+    return logits, total

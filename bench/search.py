@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import mctx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, emit, machine
+from common import best_time, emit, floor_simulations, machine
 from turbozero import envs
 from turbozero.envs.core import Env
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params, make_eval_fn
@@ -146,33 +146,15 @@ def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
 
 
 def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int):
-    """`fn(params, states, key)`: `num_simulations` x (vmapped env.step + eval_fn), no tree.
-
-    Each iteration steps the given states with the previous network call's best legal move, so
-    the calls form a chain, and uses what any search needs from the step besides the
-    observation: the children's legal moves (masking their logits), rewards and termination.
-    Without that XLA drops the step's legal-move computation as dead code (about half of an
-    othello step), and the floor would not do the environment steps a search does. The states
-    pass through the loop behind an optimisation barrier so that no part of the step is hoisted.
-    """
+    """`fn(params, states, key)`: `num_simulations` x (vmapped env.step + eval_fn) from the given
+    states, no tree (`common.floor_simulations`)."""
 
     def run(params, states, key):
-        md = jax.vmap(env.metadata)(states)
-        B, A = md.action_mask.shape
+        mask = jax.vmap(env.metadata)(states).action_mask
+        B, A = mask.shape
         env_keys = jax.random.split(key, (num_simulations, B))  # drawn ahead, as a search can
-
-        def body(i, carry):
-            logits, total, parents = carry
-            parents, logits = jax.lax.optimization_barrier((parents, logits))
-            action = jnp.argmax(jnp.where(md.action_mask, logits, -jnp.inf), axis=-1)
-            children, child_md = jax.vmap(env.step)(parents, action, env_keys[i])
-            logits, value = eval_fn(params, jax.vmap(env.observe)(children), key)
-            logits = jnp.where(child_md.action_mask, logits.astype(jnp.float32), -1e9)
-            value = jnp.where(child_md.terminated, 0.0, value) + child_md.rewards[:, 0]
-            return logits, total + value, parents
-
-        init = (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32), states)
-        return jax.lax.fori_loop(0, num_simulations, body, init)[:2]
+        zeros = (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32))
+        return floor_simulations(env, eval_fn, params, states, mask, *zeros, env_keys, key)
 
     return jax.jit(run)
 

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, emit, machine
+from common import best_time, emit, floor_simulations, machine
 from turbozero import envs
 from turbozero.alphazero.selfplay import make_selfplay
 from turbozero.envs.core import Env
@@ -46,9 +46,7 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int, num_steps: in
     """`fn(params, states, key)`: per move, `num_simulations` x (env.step + eval_fn) from the
     current states, then one env.step with the best legal move of the last call.
 
-    As in `bench/search.py`, each simulation uses the children's legal moves, rewards and
-    termination (so that XLA cannot drop them as dead code) and the states pass behind an
-    optimisation barrier (so that no part of the step is hoisted out of the loop)."""
+    The simulations are `common.floor_simulations`, as in `bench/search.py`."""
 
     def run(params, states, key):
         B = jax.vmap(env.metadata)(states).action_mask.shape[0]
@@ -58,21 +56,12 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int, num_steps: in
             states, logits, total = carry
             mask = jax.vmap(env.metadata)(states).action_mask
 
-            def simulation(i, c):
-                logits, total, parents = c
-                parents, logits = jax.lax.optimization_barrier((parents, logits))
-                action = jnp.argmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
-                children, md = jax.vmap(env.step)(parents, action, env_keys[t, i])
-                logits, value = eval_fn(params, jax.vmap(env.observe)(children), key)
-                logits = jnp.where(md.action_mask, logits.astype(jnp.float32), -1e9)
-                value = jnp.where(md.terminated, 0.0, value) + md.rewards[:, 0]
-                return logits, total + value, parents
-
-            logits, total, _ = jax.lax.fori_loop(
-                0, num_simulations, simulation, (logits, total, states)
+            keys = env_keys[t]
+            logits, total = floor_simulations(
+                env, eval_fn, params, states, mask, logits, total, keys[:num_simulations], key
             )
             action = jnp.argmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
-            states, _ = jax.vmap(env.step)(states, action, env_keys[t, num_simulations])
+            states, _ = jax.vmap(env.step)(states, action, keys[num_simulations])
             return states, logits, total
 
         A = env.num_actions

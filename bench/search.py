@@ -8,6 +8,8 @@ batch, in a `lax.fori_loop` under `jit`, with no tree around them.
 
 One JSON row per (game, net, batch, selector, simulations). `*_sims_per_s` is
 `batch * simulations / seconds` of one compiled call (compile excluded, best of `--repeats`);
+`ours_max_depth` is the mean over the batch of the deepest node each game's search reached (each
+simulation's walk lasts as many levels as the deepest path among the batch's games);
 `ratio` is ours / mctx. `ours_cost_growth` and `mctx_cost_growth` are the cost per simulation at
 this budget divided by the cost per simulation at the smallest budget of the same group.
 
@@ -86,7 +88,8 @@ def random_positions(env: Env, batch: int, moves: int, key: PRNGKey) -> PyTree:
 
 
 def make_ours(env: Env, eval_fn: EvalFn, *, selector: str, num_simulations: int, batch: int):
-    """`fn(params, states, key) -> (action, weights)`: our search from empty trees, compiled."""
+    """`fn(params, states, key) -> (action, weights, max_depth)`: our search from empty trees,
+    compiled (`max_depth [B]`: the deepest node each game's search reached)."""
     rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[selector]()
     search = make_search(
         env, eval_fn, selector=rule, num_simulations=num_simulations, max_nodes=num_simulations + 1
@@ -94,7 +97,7 @@ def make_ours(env: Env, eval_fn: EvalFn, *, selector: str, num_simulations: int,
 
     def run(params, states, key):
         _, out = search.search(search.init(batch), params, states, key)
-        return out.action, out.action_weights
+        return out.action, out.action_weights, out.max_depth
 
     return jax.jit(run)
 
@@ -231,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
                             args.repeats,
                         )
                         t_ours, t_mctx = seconds["ours"], seconds["mctx"]
+                        depth = ours(params, states, jax.random.PRNGKey(1))[2]
                         per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
                         base = base or per_sim
                         work = batch * sims
@@ -248,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
                                 "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
                                 "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
                                 "peer": PEER_NAME[peer],
+                                "ours_max_depth": round(float(jnp.mean(depth)), 2),
                             }
                         )
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 
+from turbozero.search import noise
 from turbozero.types import Array, PRNGKey
 
 
@@ -89,10 +89,8 @@ def dirichlet_mix(
     """`(1 - fraction) * probs + fraction * Dirichlet(alpha)` over legal actions."""
     if fraction == 0.0:
         return probs
-    gamma = jax.random.gamma(key, alpha, probs.shape)
-    gamma = jnp.where(mask, gamma, 0.0)
-    noise = gamma / jnp.maximum(jnp.sum(gamma, axis=-1, keepdims=True), 1e-30)
-    return (1.0 - fraction) * probs + fraction * noise
+    dirichlet = noise.dirichlet(key, alpha, mask)
+    return (1.0 - fraction) * probs + fraction * dirichlet
 
 
 def visit_policy(root: NodeView) -> tuple[Array, Array]:

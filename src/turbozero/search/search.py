@@ -51,6 +51,8 @@ from turbozero.search.tree import (
 )
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
+COMPACT_MIN_LANES = 8  # batches below 4x this walk without compaction
+
 StateEvalFn = Callable[[Params, PyTree, PRNGKey], tuple[Array, Array]]
 
 
@@ -101,16 +103,36 @@ def value_vector(value: Array, player: Array, num_players: int) -> Array:
     return jnp.where(players == player[:, None], value[:, None], -value[:, None])
 
 
-def _node_view(tree: Tree, node: Array) -> tuple[NodeView, Array, Array]:
-    """The `NodeView` of `node [B]` (one per game), its children `[B, A]` and whether the game is
-    over there `[B]`: one gather of each packed row."""
-    b = jnp.arange(node.shape[0])
-    row = tree.edges[b, node]  # [B, 3, A]
-    edge_stats = tree.edge_stats[b, node]  # [B, A, 2]
-    node_stats = tree.node_stats[b, node]  # [B, 2]
-    info = tree.node[b, node]  # [B, 2 + P]
+def gather_rows(x: Array, flat: Array) -> Array:
+    """`x [B, N, ...]` at rows `flat [L]` of its `[B * N]` flattening (`b * N + node`): `[L, ...]`.
+
+    A gather through one flat index runs about a third faster on XLA:CPU than `x[b, node]`,
+    whose index pairs are assembled and decoded per element, and the selection walk does four
+    per tree level."""
+    B, N = x.shape[:2]
+    return x.reshape((B * N, -1))[flat].reshape((*flat.shape, *x.shape[2:]))
+
+
+def _node_view(
+    tree: Tree, node: Array | None, games: Array | None = None
+) -> tuple[NodeView, Array, Array]:
+    """The `NodeView` of `node [L]` of games `games [L]` (default: every game, `L = B`; `node`
+    None: the roots), its children `[L, A]` and whether the game is over there `[L]`: one gather
+    of each packed row (a slice for the roots)."""
+    if node is None:
+        row, edge_stats = tree.edges[:, 0], tree.edge_stats[:, 0]
+        node_stats, info = tree.node_stats[:, 0], tree.node[:, 0]
+    else:
+        games = jnp.arange(node.shape[0]) if games is None else games
+        flat = games * tree.max_nodes + node
+        row = gather_rows(tree.edges, flat)  # [B, 3, A]
+        edge_stats = gather_rows(tree.edge_stats, flat)  # [B, A, 2]
+        node_stats = gather_rows(tree.node_stats, flat)  # [B, 2]
+        info = gather_rows(tree.node, flat)  # [B, 2 + P]
     prior = row[:, PRIOR]
-    edge_visits = edge_stats[..., E_VISITS]
+    children = row[:, CHILD]
+    # an edge's statistics are only meaningful once it has a child (see `tree.py`)
+    edge_visits = jnp.where(children >= 0, edge_stats[..., E_VISITS], 0.0)
     node_visits = node_stats[:, S_VISITS]
     view = NodeView(
         prior_logits=prior,
@@ -124,7 +146,7 @@ def _node_view(tree: Tree, node: Array) -> tuple[NodeView, Array, Array]:
         node_value=node_stats[:, S_VALUE] / jnp.maximum(node_visits, 1.0),
         raw_value=info[:, N_RAW],
     )
-    return view, row[:, CHILD].astype(jnp.int32), info[:, N_TERMINAL] > 0
+    return view, children.astype(jnp.int32), info[:, N_TERMINAL] > 0
 
 
 def make_search(
@@ -254,7 +276,6 @@ def make_search(
                 lambda x, s: x.at[:, 0].set(s), tree.states, codec.pack(env_states)
             ),
             edges=set_root(tree.edges, fresh_edges),
-            edge_stats=set_root(tree.edge_stats, jnp.zeros((B, A, 2), jnp.float32)),
             node_stats=set_root(tree.node_stats, fresh_stats),
             node=tree.node.at[:, 0].set(root_info),
             links=tree.links.at[:, 0].set(
@@ -271,33 +292,66 @@ def make_search(
             next_free=jnp.where(empty, 1, tree.next_free),
         )
 
+    def walk(step, carry, full):
+        """Run `step(carry, games, is_full)` until every game's walk is done (`carry[2]`).
+
+        The levels run batch-synchronously: each costs as much as the whole batch, however few
+        games still walk. Deep paths are rare (in othello self-play with 256 games, 9% of the
+        walks reach a third level, yet 99% of the simulations run one), so once at most a
+        quarter of the games still walk, those are gathered into `B // 4` lanes and finish
+        there, and their results are written back.
+        """
+        B = full.shape[0]
+        lanes = B // 4
+        if lanes < COMPACT_MIN_LANES:
+            return jax.lax.while_loop(
+                lambda c: jnp.any(~c[2]), lambda c: step(c, None, full), carry
+            )
+        carry = jax.lax.while_loop(
+            lambda c: jnp.sum(~c[2]) > lanes, lambda c: step(c, None, full), carry
+        )
+        walking = ~carry[2]
+        slot = jnp.where(walking, jnp.cumsum(walking) - 1, lanes)  # `lanes`: dropped
+        games = jnp.zeros((lanes,), jnp.int32).at[slot].set(jnp.arange(B), mode="drop")
+        used = jnp.arange(lanes) < jnp.sum(walking)
+        sub = jax.tree_util.tree_map(lambda x: x[games], carry)
+        sub = (*sub[:2], sub[2] | ~used, *sub[3:])  # unused lanes: already done, never move
+        sub_full = full[games]
+        sub = jax.lax.while_loop(lambda c: jnp.any(~c[2]), lambda c: step(c, games, sub_full), sub)
+        back = jnp.where(used, games, B)  # `B`: dropped
+        return jax.tree_util.tree_map(lambda x, y: x.at[back].set(y, mode="drop"), carry, sub)
+
     def simulate(tree: Tree, params, ctx, key) -> tuple[Tree, Array, Array]:
         B, N = tree.batch_size, tree.max_nodes
         b = jnp.arange(B)
         full = tree.next_free >= N
 
         # 1. select: walk down until an unexpanded edge or a terminal node.
-        def sel_cond(c):
-            return jnp.any(~c[2])
-
-        def sel_step(c, is_root: bool):
+        def sel_step(c, games: Array | None, is_full: Array, is_root: bool):
+            """One level for the games `games [L]` (None: all), `is_full [L]`."""
             node, edge, done, depth = c
-            view, children, terminal = _node_view(tree, node)
+            view, children, terminal = _node_view(tree, None if is_root else node, games)
             done = done | terminal  # reached (or started at) a finished game: stop there
-            scores = selector.select(view, ctx, is_root)
+            scores = selector.select(view, ctx if is_root else None, is_root)
             expanded = children >= 0
             allowed = view.mask & (
-                ~full[:, None] | expanded | ~jnp.any(view.mask & expanded, axis=-1, keepdims=True)
+                ~is_full[:, None]
+                | expanded
+                | ~jnp.any(view.mask & expanded, axis=-1, keepdims=True)
             )
-            finite = allowed & jnp.isfinite(scores)
-            # the best finite score; where none is finite, the best prior among allowed moves
-            a = first_argmax(
-                jnp.where(
+            if is_root:
+                # The root's scores may exclude moves with -inf (Gumbel's sequential halving); the
+                # best finite score, and where none is finite the best prior among allowed moves.
+                finite = allowed & jnp.isfinite(scores)
+                scores = jnp.where(
                     jnp.any(finite, axis=-1, keepdims=True),
                     jnp.where(finite, scores, -jnp.inf),
                     jnp.where(allowed, view.prior_logits, -jnp.inf),
                 )
-            )
+            else:
+                # Interior scores are finite for every legal move under each rule.
+                scores = jnp.where(allowed, scores, -jnp.inf)
+            a = first_argmax(scores)
             child = jnp.take_along_axis(children, a[:, None], axis=1)[:, 0]
             descend = ~done & (child >= 0)
             stop = ~done & (child < 0)
@@ -307,17 +361,20 @@ def make_search(
 
         start = jnp.zeros((B,), jnp.int32)
         carry = (start, jnp.full((B,), -1, jnp.int32), jnp.zeros((B,), jnp.bool_), start)
-        carry = sel_step(carry, True)  # the root's rule (noise, Gumbel halving) once
-        node, edge, _, depth = jax.lax.while_loop(sel_cond, lambda c: sel_step(c, False), carry)
+        carry = sel_step(carry, None, full, True)  # the root's rule (noise, halving) once
+        node, edge, _, depth = walk(lambda c, g, f: sel_step(c, g, f, False), carry, full)
         wants = edge >= 0
         expand = wants & ~full
         full_event = wants & full
 
         # 2. expand: one environment step and one network call for the whole batch.
         k_env, k_net = jax.random.split(key)
-        parent_states = codec.unpack(jax.tree_util.tree_map(lambda x: x[b, node], tree.states))
-        parent_links = tree.links[b, node]
-        parent_info = tree.node[b, node]
+        flat = b * N + node
+        parent_states = codec.unpack(
+            jax.tree_util.tree_map(lambda x: gather_rows(x, flat), tree.states)
+        )
+        parent_links = gather_rows(tree.links, flat)
+        parent_info = gather_rows(tree.node, flat)
         action = jnp.maximum(edge, 0)
         new_states, md = jax.vmap(env.step)(parent_states, action, jax.random.split(k_env, B))
         logits, value = evaluate(params, new_states, k_net)
@@ -330,13 +387,15 @@ def make_search(
             return x.at[b, new].set(v, mode="drop")
 
         edges = put(tree.edges, new_edges)
-        edges = edges.at[b, jnp.where(expand, node, N), CHILD, action].set(
-            new.astype(jnp.float32), mode="drop"
-        )
+        at_parent = jnp.where(expand, node, N)
+        edges = edges.at[b, at_parent, CHILD, action].set(new.astype(jnp.float32), mode="drop")
+        # The new node's own edges have no children yet, so their stale statistics are never
+        # read; the edge into it gets its first, clean statistics here.
+        edge_stats = tree.edge_stats.at[b, at_parent, action].set(0.0, mode="drop")
         tree = tree.replace(
             states=jax.tree_util.tree_map(put, tree.states, codec.pack(new_states)),
             edges=edges,
-            edge_stats=put(tree.edge_stats, jnp.zeros((B, A, 2), jnp.float32)),
+            edge_stats=edge_stats,
             node_stats=put(tree.node_stats, jnp.zeros((B, 2), jnp.float32)),
             node=put(tree.node, new_info),
             links=put(tree.links, new_links),
@@ -359,9 +418,9 @@ def make_search(
         def up_body(c):
             n, g, node_stats, edge_stats = c
             live = n >= 0
-            safe = jnp.maximum(n, 0)
-            links = tree.links[b, safe]  # [B, 4]
-            reward = tree.node[b, safe, N_REWARD:]  # [B, P]
+            flat = b * N + jnp.maximum(n, 0)
+            links = gather_rows(tree.links, flat)  # [B, 4]
+            reward = gather_rows(tree.node, flat)[:, N_REWARD:]  # [B, P]
             own = jnp.sum(jnp.where(players == links[:, L_PLAYER, None], g, 0.0), axis=-1)
             ones = jnp.ones((B,), jnp.float32)
             node_stats = node_stats.at[b, jnp.where(live, n, N)].add(
@@ -389,8 +448,7 @@ def make_search(
         B = tree.batch_size
         k_root, k_prep, k_sims, k_act = jax.random.split(key, 4)
         tree = init_roots(tree, params, env_states, k_root)
-        root = jnp.zeros((B,), jnp.int32)
-        ctx = selector.prepare(_node_view(tree, root)[0], k_prep)
+        ctx = selector.prepare(_node_view(tree, None)[0], k_prep)
 
         def body(i, c):
             tree, max_depth, fulls = c
@@ -399,7 +457,7 @@ def make_search(
 
         zeros = jnp.zeros((B,), jnp.int32)
         tree, max_depth, fulls = jax.lax.fori_loop(0, num_simulations, body, (tree, zeros, zeros))
-        view = _node_view(tree, root)[0]
+        view = _node_view(tree, None)[0]
         weights, greedy = selector.policy(view, ctx)
         temp = jnp.broadcast_to(jnp.asarray(temperature, jnp.float32), (B,))
         logits = jnp.log(jnp.maximum(weights, 1e-30)) / jnp.maximum(temp, 1e-6)[:, None]

@@ -34,9 +34,11 @@ class Selector(NamedTuple):
     Attributes:
         name: ``"puct"``, ``"muzero_puct"`` or ``"gumbel"``.
         prepare: `prepare(root: NodeView, key) -> ctx`, once per search (root noise, Gumbels).
-        select: `select(view, ctx, is_root) -> scores [B, A]` (`is_root` a Python bool: the
-            search scores the root once, outside its loop over depth); the search takes the argmax
-            over legal actions (ties go to the lowest index).
+        select: `select(view, ctx, is_root) -> scores [L, A]` (`is_root` a Python bool: the
+            search scores the root once, outside its loop over depth, with `ctx`; interior nodes
+            get `ctx=None`, and `view` may hold any `L` of the games); the search takes the
+            argmax over legal actions (ties go to the lowest index). Interior scores must be
+            finite for legal actions.
         policy: `policy(root: NodeView, ctx) -> (weights [B, A], greedy_action [B])`; the
             weights are the training target and sum to one over legal actions.
         reusable: whether subtree reuse between moves is sound for this rule.

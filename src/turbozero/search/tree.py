@@ -12,7 +12,10 @@ level, and for the backup, which adds to one row of each statistics array per le
   none; exact in float32 below 2**24 nodes).
 - `edge_stats[b, n]` `[A, 2]` float32: per action, the visits through the edge (`E_VISITS`) and
   the sum of the returns through it for the player to move at `n`, the edge's reward included
-  (`E_VALUE`); the action value is `Q = E_VALUE / E_VISITS`.
+  (`E_VALUE`); the action value is `Q = E_VALUE / E_VISITS`. Only edges with a child hold
+  meaningful statistics (every visit through an edge goes to its child): readers mask the rest,
+  and the expansion that creates a child zeroes the statistics of the edge into it, so that the
+  rest of a new node's row, left over from earlier trees, is never read or written.
 - `node_stats[b, n]` `[2]` float32: the node's visits (`S_VISITS`) and the sum of the returns
   backed up through it for its own player to move (`S_VALUE`).
 - `node[b, n]` `[2 + P]` float32, written at expansion: the network's value for the player to move
@@ -20,9 +23,9 @@ level, and for the backup, which adds to one row of each statistics array per le
   vector received on the edge into the node (`N_REWARD:`).
 - `links[b, n]` `[4]` int32: parent, action from the parent, player to move at the node, and
   player to move at the parent (what the backup walks with).
-- `states[b, n]` `[W]` uint8: the environment state, its leaves' bytes side by side (see
+- `states[b, n]` `[W]` int32: the environment state, its leaves side by side as words (see
   `state_codec`), so that reading or writing a node's state is one gather or scatter rather than
-  one per leaf (a pgx state has about ten). States with leaves that cannot be laid out as bytes
+  one per leaf (a pgx state has about ten). States with leaves that cannot be laid out as words
   (typed PRNG keys, 8-byte types) are stored as the pytree itself, leaves `[B, N, ...]`.
 
 A gather of each row gives the selection rule everything about a node and its children (a layout
@@ -64,12 +67,12 @@ L_PARENT, L_ACTION, L_PLAYER, L_PARENT_PLAYER = 0, 1, 2, 3
 
 
 class StateCodec(NamedTuple):
-    """Packs an environment state (any leading axes) into one uint8 row `[..., W]` and back.
+    """Packs an environment state (any leading axes) into one int32 row `[..., W]` and back.
 
     Attributes:
-        pack: `pack(states) -> [..., W] uint8` (or the states unchanged when `width` is None).
+        pack: `pack(states) -> [..., W] int32` (or the states unchanged when `width` is None).
         unpack: the inverse.
-        width: `W`, bytes per state; None when states are stored as pytrees.
+        width: `W`, words per state; None when states are stored as pytrees.
     """
 
     pack: Callable[[PyTree], PyTree]
@@ -77,9 +80,23 @@ class StateCodec(NamedTuple):
     width: int | None
 
 
+class _Leaf(NamedTuple):
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    size: int  # elements
+    words: int  # int32 words in the row
+
+
 def state_codec(env: Env) -> StateCodec:
-    """The byte layout of `env`'s states (see the module docstring), exact for every leaf of
-    1, 2 or 4 bytes (bool, int8-32, uint8-32, float16/bfloat16/float32)."""
+    """The word layout of `env`'s states (see the module docstring), exact for every leaf of
+    1, 2 or 4 bytes (bool, int8-32, uint8-32, float16/bfloat16/float32).
+
+    Booleans take one bit each (32 to a word: pgx states carry their observation and legal moves
+    as booleans), 4-byte leaves one word per element by bit cast, 1- and 2-byte leaves one word
+    per element by widening. Words rather than bytes: a byte row costs a byte-by-byte bit cast of
+    every 4-byte leaf on each write and read, and gathers and scatters move as many elements as
+    the row has bytes.
+    """
     example, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
     leaves, treedef = jax.tree_util.tree_flatten(example)
     specs = []
@@ -89,38 +106,55 @@ def state_codec(env: Env) -> StateCodec:
         dtype = np.dtype(leaf.dtype)
         if dtype.itemsize not in (1, 2, 4):
             return StateCodec(lambda s: s, lambda s: s, None)
-        specs.append((tuple(leaf.shape), dtype, math.prod(leaf.shape) * dtype.itemsize))
+        size = math.prod(leaf.shape)
+        words = -(-size // 32) if dtype == np.bool_ else size
+        specs.append(_Leaf(tuple(leaf.shape), dtype, size, words))
+    bits = jnp.arange(32, dtype=jnp.uint32)
 
     def pack(states: PyTree) -> Array:
         parts = []
-        for x, (shape, dtype, _) in zip(jax.tree_util.tree_leaves(states), specs, strict=True):
-            lead = x.shape[: x.ndim - len(shape)]
-            flat = x.reshape((*lead, -1))
-            if dtype == np.bool_:
-                parts.append(flat.astype(jnp.uint8))
+        for x, spec in zip(jax.tree_util.tree_leaves(states), specs, strict=True):
+            lead = x.shape[: x.ndim - len(spec.shape)]
+            flat = x.reshape((*lead, spec.size))
+            if spec.dtype == np.bool_:
+                pad = spec.words * 32 - spec.size
+                flat = jnp.pad(flat, [(0, 0)] * len(lead) + [(0, pad)])
+                grouped = flat.reshape((*lead, spec.words, 32)).astype(jnp.uint32)
+                # an unrolled OR of shifted slices fuses into one elementwise loop (a sum over
+                # the minor axis of 32 runs as an unvectorised reduction, three times slower)
+                packed = grouped[..., 0]
+                for i in range(1, 32):
+                    packed = packed | (grouped[..., i] << i)
+                word = jax.lax.bitcast_convert_type(packed, jnp.int32)
+            elif spec.dtype.itemsize == 4:
+                word = jax.lax.bitcast_convert_type(flat, jnp.int32)
+            elif jnp.issubdtype(spec.dtype, jnp.floating):
+                word = jax.lax.bitcast_convert_type(flat, jnp.uint16).astype(jnp.int32)
             else:
-                raw = jax.lax.bitcast_convert_type(flat, jnp.uint8)  # [..., n] or [..., n, k]
-                parts.append(raw.reshape((*lead, -1)))
+                word = flat.astype(jnp.int32)
+            parts.append(word)
         return jnp.concatenate(parts, axis=-1)
 
     def unpack(rows: Array) -> PyTree:
         lead = rows.shape[:-1]
         out, offset = [], 0
-        for shape, dtype, nbytes in specs:
-            seg = rows[..., offset : offset + nbytes]
-            offset += nbytes
-            if dtype == np.bool_:
-                value = seg != 0
-            elif dtype.itemsize == 1:
-                value = jax.lax.bitcast_convert_type(seg, dtype)
+        for spec in specs:
+            seg = rows[..., offset : offset + spec.words]
+            offset += spec.words
+            if spec.dtype == np.bool_:
+                unsigned = jax.lax.bitcast_convert_type(seg, jnp.uint32)
+                flags = (unsigned[..., None] >> bits) & 1
+                value = flags.reshape((*lead, spec.words * 32))[..., : spec.size] != 0
+            elif spec.dtype.itemsize == 4:
+                value = jax.lax.bitcast_convert_type(seg, spec.dtype)
+            elif jnp.issubdtype(spec.dtype, jnp.floating):
+                value = jax.lax.bitcast_convert_type(seg.astype(jnp.uint16), spec.dtype)
             else:
-                value = jax.lax.bitcast_convert_type(
-                    seg.reshape((*lead, -1, dtype.itemsize)), dtype
-                )
-            out.append(value.reshape((*lead, *shape)))
+                value = seg.astype(spec.dtype)
+            out.append(value.reshape((*lead, *spec.shape)))
         return jax.tree_util.tree_unflatten(treedef, out)
 
-    return StateCodec(pack, unpack, sum(spec[2] for spec in specs))
+    return StateCodec(pack, unpack, sum(spec.words for spec in specs))
 
 
 @struct.dataclass
@@ -132,7 +166,7 @@ class Tree(struct.Struct):
     node_stats: Array  # [B, N, 2] float32: S_VISITS, S_VALUE
     node: Array  # [B, N, 2 + P] float32: N_RAW, N_TERMINAL, N_REWARD[P]
     links: Array  # [B, N, 4] int32: L_PARENT, L_ACTION, L_PLAYER, L_PARENT_PLAYER
-    states: PyTree  # [B, N, W] uint8 packed states (or a pytree, leaves [B, N, ...])
+    states: PyTree  # [B, N, W] int32 packed states (or a pytree, leaves [B, N, ...])
     next_free: Array  # [B] int32, number of allocated nodes
 
     @property
@@ -189,7 +223,7 @@ def init_tree(env: Env, *, batch_size: int, max_nodes: int) -> Tree:
     B, N, A, P = batch_size, max_nodes, env.num_actions, env.num_players
     codec = state_codec(env)
     if codec.width is not None:
-        states: PyTree = jnp.zeros((B, N, codec.width), jnp.uint8)
+        states: PyTree = jnp.zeros((B, N, codec.width), jnp.int32)
     else:
         state_shape, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
         states = jax.tree_util.tree_map(lambda s: jnp.zeros((B, N, *s.shape), s.dtype), state_shape)

@@ -416,3 +416,34 @@ def test_walk_compaction_changes_no_result(connect_four, monkeypatch, name):
         jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, monkeypatch):
+    """With 64 games, up to 8 empty trees are evaluated as a batch of 8 (more: all 64)."""
+    import turbozero.search.search as search_module
+
+    B = 64
+    states = play(connect_four, [3, 3], batch=B)
+    params = linear_params(connect_four, 4)
+    done = jnp.arange(B) % 16 == 3  # four games restart
+
+    def run():
+        s = make_search(
+            connect_four, linear_eval_fn(7), selector=puct(), num_simulations=16, max_nodes=64
+        )
+        search = jax.jit(s.search)
+        tree, out = search(s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
+        tree = s.reset(s.advance(tree, out.action), done)
+        nxt, _ = jax.vmap(connect_four.step)(
+            states, out.action, jax.random.split(jax.random.PRNGKey(0), B)
+        )
+        return search(tree, params, nxt, jax.random.PRNGKey(2), 1.0)
+
+    tree_a, out_a = run()
+    monkeypatch.setattr(search_module, "COMPACT_MIN_LANES", 10**9)  # every root evaluated
+    tree_b, out_b = run()
+    for a, b in zip(
+        jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(out_a.visit_counts), np.asarray(out_b.visit_counts))

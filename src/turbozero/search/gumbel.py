@@ -137,4 +137,5 @@ def gumbel(
         reusable=False,
         without_noise=lambda: gumbel(**with_options(options, gumbel_scale=0.0)),
         options=options,
+        interior_logits=True,
     )

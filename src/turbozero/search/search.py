@@ -29,6 +29,7 @@ from turbozero.search.tree import (
     CHILD,
     E_VALUE,
     E_VISITS,
+    ILLEGAL,
     L_ACTION,
     L_PARENT,
     L_PARENT_PLAYER,
@@ -51,7 +52,7 @@ from turbozero.search.tree import (
 )
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
-COMPACT_MIN_LANES = 8  # batches below 4x this walk without compaction
+COMPACT_MIN_LANES = 8  # fewer lanes than this: no compaction (walks, root evaluations)
 
 StateEvalFn = Callable[[Params, PyTree, PRNGKey], tuple[Array, Array]]
 
@@ -114,30 +115,36 @@ def gather_rows(x: Array, flat: Array) -> Array:
 
 
 def _node_view(
-    tree: Tree, node: Array | None, games: Array | None = None
+    tree: Tree, node: Array | None, games: Array | None = None, logits: bool = True
 ) -> tuple[NodeView, Array, Array]:
     """The `NodeView` of `node [L]` of games `games [L]` (default: every game, `L = B`; `node`
     None: the roots), its children `[L, A]` and whether the game is over there `[L]`: one gather
-    of each packed row (a slice for the roots)."""
+    of each packed row (a slice for the roots). Without `logits` the `PRIOR` row is not read and
+    the view's `prior_logits` are the logarithms of the stored probabilities."""
     if node is None:
         row, edge_stats = tree.edges[:, 0], tree.edge_stats[:, 0]
         node_stats, info = tree.node_stats[:, 0], tree.node[:, 0]
     else:
         games = jnp.arange(node.shape[0]) if games is None else games
         flat = games * tree.max_nodes + node
-        row = gather_rows(tree.edges, flat)  # [B, 3, A]
+        edges = tree.edges if logits else tree.edges[:, :, :PRIOR]
+        row = gather_rows(edges, flat)  # [L, 3 or 2, A]
         edge_stats = gather_rows(tree.edge_stats, flat)  # [B, A, 2]
         node_stats = gather_rows(tree.node_stats, flat)  # [B, 2]
         info = gather_rows(tree.node, flat)  # [B, 2 + P]
-    prior = row[:, PRIOR]
     children = row[:, CHILD]
+    mask = children > ILLEGAL
+    if row.shape[1] > PRIOR:
+        prior = row[:, PRIOR]
+    else:
+        prior = jnp.where(mask, jnp.log(jnp.maximum(row[:, PROBS], 1e-30)), NEG_LOGIT)
     # an edge's statistics are only meaningful once it has a child (see `tree.py`)
     edge_visits = jnp.where(children >= 0, edge_stats[..., E_VISITS], 0.0)
     node_visits = node_stats[:, S_VISITS]
     view = NodeView(
         prior_logits=prior,
         prior_probs=row[:, PROBS],
-        mask=prior > LEGAL_ABOVE,
+        mask=mask,
         child_visits=edge_visits.astype(jnp.int32),
         child_q=jnp.where(
             edge_visits > 0, edge_stats[..., E_VALUE] / jnp.maximum(edge_visits, 1.0), 0.0
@@ -236,12 +243,10 @@ def make_search(
     def fresh_rows(logits, md, value) -> tuple[Array, Array, Array]:
         """A newly evaluated node's `edges [B, 3, A]` and `node [B, 2 + P]` rows, and its value
         for the player to move `[B]` (0 where the game terminated)."""
-        B = logits.shape[0]
         own = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
-        edges = jnp.stack(
-            [*store_prior(logits, md.action_mask), jnp.full((B, A), NO_CHILD, jnp.float32)],
-            axis=1,
-        )
+        prior, probs = store_prior(logits, md.action_mask)
+        children = jnp.where(md.action_mask, NO_CHILD, ILLEGAL).astype(jnp.float32)
+        edges = jnp.stack([probs, children, prior], axis=1)
         terminal = (md.terminated | md.truncated).astype(jnp.float32)
         info = jnp.concatenate(
             [jnp.stack([own, terminal], axis=-1), md.rewards.astype(jnp.float32)], axis=-1
@@ -251,16 +256,47 @@ def make_search(
     def init(batch_size: int) -> Tree:
         return init_tree(env, batch_size=batch_size, max_nodes=max_nodes)
 
+    def evaluate_empty_roots(params, env_states, empty, key) -> tuple[Array, Array]:
+        """`(logits [B, A], value [B])` float32 of the states where `empty [B]` (0 elsewhere).
+
+        With subtree reuse only games that just started have empty trees, a few per move, so
+        up to `B // 8` of them are gathered and evaluated as a small batch (a network call
+        costs about its batch size); more than that, the whole batch; none, no call at all.
+        """
+        B = empty.shape[0]
+
+        def run(states):
+            logits, value = evaluate(params, states, key)
+            return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+        def none():
+            return jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32)
+
+        lanes = B // 8
+        if lanes < COMPACT_MIN_LANES:
+            return jax.lax.cond(jnp.any(empty), lambda: run(env_states), none)
+        count = jnp.sum(empty)
+
+        def few():
+            slot = jnp.where(empty, jnp.cumsum(empty) - 1, lanes)  # `lanes`: dropped
+            games = jnp.zeros((lanes,), jnp.int32).at[slot].set(jnp.arange(B), mode="drop")
+            logits, value = run(jax.tree_util.tree_map(lambda x: x[games], env_states))
+            back = jnp.where(jnp.arange(lanes) < count, games, B)  # `B`: dropped
+            zeros = none()
+            return (
+                zeros[0].at[back].set(logits, mode="drop"),
+                zeros[1].at[back].set(value, mode="drop"),
+            )
+
+        branch = jnp.where(count == 0, 0, jnp.where(count <= lanes, 1, 2))
+        return jax.lax.switch(branch, [none, few, lambda: run(env_states)])
+
     def init_roots(tree: Tree, params, env_states, key) -> Tree:
         """Write the given states at the roots; evaluate roots of empty trees."""
         B = tree.batch_size
         md = jax.vmap(env.metadata)(env_states)
         empty = tree.next_free == 0
-        logits, value = jax.lax.cond(
-            jnp.any(empty),
-            lambda: evaluate(params, env_states, key),
-            lambda: (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32)),
-        )
+        logits, value = evaluate_empty_roots(params, env_states, empty, key)
         fresh_edges, fresh_info, own = fresh_rows(logits, md, value)
         # (a root's incoming reward is never read: the backup stops at the root)
         root_info = jnp.where(empty[:, None], fresh_info, tree.node[:, 0])
@@ -330,7 +366,9 @@ def make_search(
         def sel_step(c, games: Array | None, is_full: Array, is_root: bool):
             """One level for the games `games [L]` (None: all), `is_full [L]`."""
             node, edge, done, depth = c
-            view, children, terminal = _node_view(tree, None if is_root else node, games)
+            view, children, terminal = _node_view(
+                tree, None if is_root else node, games, logits=selector.interior_logits
+            )
             done = done | terminal  # reached (or started at) a finished game: stop there
             scores = selector.select(view, ctx if is_root else None, is_root)
             expanded = children >= 0

@@ -18,7 +18,7 @@ from turbozero.types import Array, PRNGKey
 class NodeView(NamedTuple):
     """Statistics of one node per game, from the point of view of the player to move there."""
 
-    prior_logits: Array  # [B, A] network logits, illegal actions at NEG_LOGIT
+    prior_logits: Array  # [B, A] network logits, illegal actions at NEG_LOGIT (see Selector)
     prior_probs: Array  # [B, A] softmax of the logits over legal actions (stored at expansion)
     mask: Array  # [B, A] bool legal actions
     child_visits: Array  # [B, A] int32
@@ -44,6 +44,8 @@ class Selector(NamedTuple):
         reusable: whether subtree reuse between moves is sound for this rule.
         without_noise: the same rule with root exploration noise switched off.
         options: the keyword arguments it was built with.
+        interior_logits: whether `select` reads `view.prior_logits` below the root (otherwise
+            the search skips reading them and gives it the log of the stored probabilities).
     """
 
     name: str
@@ -53,6 +55,7 @@ class Selector(NamedTuple):
     reusable: bool
     without_noise: Callable[[], Selector]
     options: dict[str, Any]
+    interior_logits: bool = False
 
 
 def with_options(options: dict[str, Any], **changes: Any) -> dict[str, Any]:

@@ -6,10 +6,12 @@ Node 0 is always the root. Each node holds the environment state reached through
 and small packed rows, laid out for the selection walk, which reads one node per game per tree
 level, and for the backup, which adds to one row of each statistics array per level:
 
-- `edges[b, n]` `[3, A]` float32, written when `n` is expanded: the network's prior logit per
-  action (`PRIOR`, illegal actions at `NEG_LOGIT`), its softmax over the legal actions (`PROBS`,
-  computed once here rather than at every visit), and the child's index (`CHILD`, `NO_CHILD` =
-  none; exact in float32 below 2**24 nodes).
+- `edges[b, n]` `[3, A]` float32, written when `n` is expanded: per action the softmax of the
+  network's logits over the legal actions (`PROBS`, computed once here rather than at every
+  visit), the child's index (`CHILD`: `NO_CHILD` = none yet, `ILLEGAL` = an illegal action; exact
+  in float32 below 2**24 nodes), and the logit itself (`PRIOR`, illegal actions at `NEG_LOGIT`).
+  In that order because only Gumbel's rule reads the logits below the root: the others gather
+  the first two rows alone.
 - `edge_stats[b, n]` `[A, 2]` float32: per action, the visits through the edge (`E_VISITS`) and
   the sum of the returns through it for the player to move at `n`, the edge's reward included
   (`E_VALUE`); the action value is `Q = E_VALUE / E_VISITS`. Only edges with a child hold
@@ -55,10 +57,11 @@ from turbozero.envs.core import Env
 from turbozero.types import Array, PyTree
 
 NO_CHILD = -1
+ILLEGAL = -2  # the `CHILD` entry of an illegal action
 NEG_LOGIT = -1e9  # stored prior logit of an illegal action (finite: softmax stays NaN-free)
 LEGAL_ABOVE = NEG_LOGIT / 2  # a stored logit above this is a legal action's
 
-PRIOR, PROBS, CHILD = 0, 1, 2  # rows of `edges[b, n]`
+PROBS, CHILD, PRIOR = 0, 1, 2  # rows of `edges[b, n]`
 E_VISITS, E_VALUE = 0, 1  # columns of `edge_stats[b, n, a]`
 S_VISITS, S_VALUE = 0, 1  # columns of `node_stats[b, n]`
 N_RAW, N_TERMINAL, N_REWARD = 0, 1, 2  # columns of `node[b, n]`
@@ -161,7 +164,7 @@ def state_codec(env: Env) -> StateCodec:
 class Tree(struct.Struct):
     """A batch of search trees. Every array has leading axes `[B, N]`."""
 
-    edges: Array  # [B, N, 3, A] float32: PRIOR, PROBS, CHILD per action
+    edges: Array  # [B, N, 3, A] float32: PROBS, CHILD, PRIOR per action
     edge_stats: Array  # [B, N, A, 2] float32: E_VISITS, E_VALUE per action
     node_stats: Array  # [B, N, 2] float32: S_VISITS, S_VALUE
     node: Array  # [B, N, 2 + P] float32: N_RAW, N_TERMINAL, N_REWARD[P]
@@ -189,7 +192,8 @@ class Tree(struct.Struct):
 
     @property
     def children(self) -> Array:
-        """`[B, N, A]` int32 child index per action, `NO_CHILD` where unexpanded."""
+        """`[B, N, A]` int32 child index per action: `NO_CHILD` where unexpanded, `ILLEGAL` for
+        illegal actions."""
         return self.edges[..., CHILD, :].astype(jnp.int32)
 
     @property
@@ -200,7 +204,7 @@ class Tree(struct.Struct):
     @property
     def mask(self) -> Array:
         """`[B, N, A]` bool legal actions of expanded nodes."""
-        return self.edges[..., PRIOR, :] > LEGAL_ABOVE
+        return self.edges[..., CHILD, :] > ILLEGAL
 
     @property
     def parent(self) -> Array:
@@ -294,13 +298,17 @@ def advance_trees(tree: Tree, action: Array) -> Tree:
     nodes = jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), (B, N))
     source = jnp.zeros((B, N), jnp.int32).at[b[:, None], dest].set(nodes, mode="drop")
 
+    flat = (b[:, None] * N + source).reshape(-1)
+
     def move(x):
-        return x[b[:, None], source]  # a gather writes every row: no zero fill of the tree
+        # a gather writes every row (no zero fill of the tree); through one flat index, as the
+        # search's `gather_rows` (a third faster on XLA:CPU than `x[b[:, None], source]`)
+        return x.reshape((B * N, -1))[flat].reshape(x.shape)
 
     def remap(idx):
         flat = jnp.maximum(idx, 0).reshape(B, -1)
         renamed = jnp.take_along_axis(new_index, flat, 1).reshape(idx.shape)
-        return jnp.where(idx >= 0, renamed, NO_CHILD)
+        return jnp.where(idx >= 0, renamed, idx)  # NO_CHILD and ILLEGAL stay
 
     children = remap(tree.children).astype(jnp.float32)
     links = tree.links.at[..., L_PARENT].set(remap(tree.parent))

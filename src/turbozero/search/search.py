@@ -7,6 +7,9 @@ Every simulation reads and writes only the nodes on its path: selection and back
 `while_loop`s over a small `[B]` carry (current node per game) that gather from and scatter into
 the tree by index, so their cost is proportional to the depth walked, not to `max_nodes`. (A
 `vmap` over a `while_loop` that carries the tree would `select` the whole tree at every step.)
+The walk is batch-synchronous (a level costs the whole batch), so its deep tail, which few games
+reach, runs on a quarter of the lanes (`walk`); likewise only the roots of empty trees are
+evaluated, as a small batch when they are few (`evaluate_empty_roots`).
 
 When the tree is full (`next_free == max_nodes`), a simulation that reaches an unexpanded edge
 does not expand: selection is restricted to expanded children where a node has any, and a
@@ -114,6 +117,17 @@ def gather_rows(x: Array, flat: Array) -> Array:
     return x.reshape((B * N, -1))[flat].reshape((*flat.shape, *x.shape[2:]))
 
 
+def gather_lanes(flags: Array, lanes: int) -> tuple[Array, Array]:
+    """Where the first `lanes` True entries of `flags [B]` are: `games [lanes]` int32 (0 past
+    them) and `used [lanes]` (which lanes hold one). Entries past the first `lanes` are left
+    out. Writing results back through `where(used, games, B)` with `mode="drop"` skips the
+    unused lanes."""
+    B = flags.shape[0]
+    slot = jnp.where(flags, jnp.cumsum(flags) - 1, lanes)  # `lanes`: out of range, dropped
+    games = jnp.zeros((lanes,), jnp.int32).at[slot].set(jnp.arange(B, dtype=jnp.int32), mode="drop")
+    return games, jnp.arange(lanes) < jnp.sum(flags)
+
+
 def _node_view(
     tree: Tree, node: Array | None, games: Array | None = None, logits: bool = True
 ) -> tuple[NodeView, Array, Array]:
@@ -129,9 +143,9 @@ def _node_view(
         flat = games * tree.max_nodes + node
         edges = tree.edges if logits else tree.edges[:, :, :PRIOR]
         row = gather_rows(edges, flat)  # [L, 3 or 2, A]
-        edge_stats = gather_rows(tree.edge_stats, flat)  # [B, A, 2]
-        node_stats = gather_rows(tree.node_stats, flat)  # [B, 2]
-        info = gather_rows(tree.node, flat)  # [B, 2 + P]
+        edge_stats = gather_rows(tree.edge_stats, flat)  # [L, A, 2]
+        node_stats = gather_rows(tree.node_stats, flat)  # [L, 2]
+        info = gather_rows(tree.node, flat)  # [L, 2 + P]
     children = row[:, CHILD]
     mask = children > ILLEGAL
     if row.shape[1] > PRIOR:
@@ -278,10 +292,9 @@ def make_search(
         count = jnp.sum(empty)
 
         def few():
-            slot = jnp.where(empty, jnp.cumsum(empty) - 1, lanes)  # `lanes`: dropped
-            games = jnp.zeros((lanes,), jnp.int32).at[slot].set(jnp.arange(B), mode="drop")
+            games, used = gather_lanes(empty, lanes)
             logits, value = run(jax.tree_util.tree_map(lambda x: x[games], env_states))
-            back = jnp.where(jnp.arange(lanes) < count, games, B)  # `B`: dropped
+            back = jnp.where(used, games, B)  # `B`: dropped
             zeros = none()
             return (
                 zeros[0].at[back].set(logits, mode="drop"),
@@ -332,10 +345,10 @@ def make_search(
         """Run `step(carry, games, is_full)` until every game's walk is done (`carry[2]`).
 
         The levels run batch-synchronously: each costs as much as the whole batch, however few
-        games still walk. Deep paths are rare (in othello self-play with 256 games, 9% of the
-        walks reach a third level, yet 99% of the simulations run one), so once at most a
-        quarter of the games still walk, those are gathered into `B // 4` lanes and finish
-        there, and their results are written back.
+        games still walk. Deep paths are rare (in othello self-play with 256 games and `puct`,
+        9% of the games' simulations go three levels deep, yet 99% of the batch's simulations
+        run that level), so once at most a quarter of the games still walk, those are gathered
+        into `B // 4` lanes and finish there, and their results are written back.
         """
         B = full.shape[0]
         lanes = B // 4
@@ -346,10 +359,7 @@ def make_search(
         carry = jax.lax.while_loop(
             lambda c: jnp.sum(~c[2]) > lanes, lambda c: step(c, None, full), carry
         )
-        walking = ~carry[2]
-        slot = jnp.where(walking, jnp.cumsum(walking) - 1, lanes)  # `lanes`: dropped
-        games = jnp.zeros((lanes,), jnp.int32).at[slot].set(jnp.arange(B), mode="drop")
-        used = jnp.arange(lanes) < jnp.sum(walking)
+        games, used = gather_lanes(~carry[2], lanes)
         sub = jax.tree_util.tree_map(lambda x: x[games], carry)
         sub = (*sub[:2], sub[2] | ~used, *sub[3:])  # unused lanes: already done, never move
         sub_full = full[games]

@@ -12,7 +12,8 @@ import orbax.checkpoint as ocp
 
 from turbozero.io.errors import CheckpointError
 
-FORMAT_VERSION = 2  # 2: packed search-tree layout (turbozero.search.tree)
+# 2: packed search-tree layout; 3: int32 state words, edge rows PROBS, CHILD, PRIOR
+FORMAT_VERSION = 3
 
 
 class Checkpointer:

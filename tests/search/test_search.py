@@ -293,6 +293,25 @@ def test_illegal_actions_never_chosen_even_without_visits(tic_tac_toe):
     assert float(out.action_weights[0, jnp.array([0, 4, 8])].sum()) == 0.0
 
 
+@pytest.mark.parametrize("name", ["puct", "muzero_puct"])
+def test_a_network_giving_nan_values_never_makes_the_search_step_an_illegal_move(tic_tac_toe, name):
+    from turbozero.search.tree import ILLEGAL
+
+    def eval_fn(params, obs, key):
+        return jnp.zeros((obs.shape[0], 9)), jnp.full((obs.shape[0],), jnp.nan)
+
+    rule = {"puct": puct, "muzero_puct": muzero_puct}[name](dirichlet_fraction=0.0)
+    s = make_search(tic_tac_toe, eval_fn, selector=rule, num_simulations=20, max_nodes=32)
+    states = play(tic_tac_toe, [0, 4, 8], batch=1)  # squares 0, 4, 8 taken below the root too
+    tree, out = s.search(s.init(1), None, states, jax.random.PRNGKey(0), 0.0)
+    allocated = int(tree.next_free[0])
+    if name == "puct":  # unvisited moves keep finite scores: the walk goes below the root
+        assert allocated > 2
+    children = np.asarray(tree.children[0, :allocated])
+    assert np.all(children[:, [0, 4, 8]] == ILLEGAL)
+    assert int(out.action[0]) not in (0, 4, 8)
+
+
 def test_evaluation_selector_has_no_root_noise():
     assert puct().without_noise().options["dirichlet_fraction"] == 0.0
     assert muzero_puct().without_noise().options["dirichlet_fraction"] == 0.0
@@ -352,6 +371,7 @@ def test_packed_states_round_trip_exactly_for_every_leaf_type():
         "small": jnp.array([-3, 7], jnp.int8),
         "half": jnp.array([1.5, -2.25], jnp.float16),
         "brain": jnp.array([0.1, -7.0], jnp.bfloat16),
+        "tiny": jnp.array([[0.5, -2.0], [448.0, 0.0]], jnp.float8_e4m3fn),
         "count": jnp.array(123456, jnp.int32),
         "word": jnp.array([4_000_000_000], jnp.uint32),
         "value": jnp.array([[np.pi, -0.0], [np.inf, 1e-30]], jnp.float32),

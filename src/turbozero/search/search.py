@@ -273,7 +273,8 @@ def make_search(
     def evaluate_empty_roots(params, env_states, empty, key) -> tuple[Array, Array]:
         """`(logits [B, A], value [B])` float32 of the states where `empty [B]` (0 elsewhere).
 
-        With subtree reuse only games that just started have empty trees, a few per move, so
+        With subtree reuse only games that just started (or whose move left the tree) have
+        empty trees, a few per move, so
         up to `B // 8` of them are gathered and evaluated as a small batch (a network call
         costs about its batch size); more than that, the whole batch; none, no call at all.
         """
@@ -397,15 +398,19 @@ def make_search(
                     jnp.where(allowed, view.prior_logits, -jnp.inf),
                 )
             else:
-                # Interior scores are finite for every legal move under each rule.
-                scores = jnp.where(allowed, scores, -jnp.inf)
+                # Interior scores are finite for every legal move under each rule (NaN, from a
+                # network gone wrong, counts as not allowed).
+                scores = jnp.where(allowed & ~jnp.isnan(scores), scores, -jnp.inf)
             a = first_argmax(scores)
             child = jnp.take_along_axis(children, a[:, None], axis=1)[:, 0]
             descend = ~done & (child >= 0)
-            stop = ~done & (child < 0)
+            stop = ~done & (child == NO_CHILD)
+            # Nothing allowed (no legal move in an unfinished game, or every score NaN): stop
+            # without expanding, as in a full tree, rather than step an illegal move.
+            stuck = ~done & (child == ILLEGAL)
             node = jnp.where(descend, child, node)
             edge = jnp.where(stop, a, edge)
-            return node, edge, done | stop, depth + descend.astype(jnp.int32)
+            return node, edge, done | stop | stuck, depth + descend.astype(jnp.int32)
 
         start = jnp.zeros((B,), jnp.int32)
         carry = (start, jnp.full((B,), -1, jnp.int32), jnp.zeros((B,), jnp.bool_), start)

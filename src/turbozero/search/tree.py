@@ -131,8 +131,9 @@ def state_codec(env: Env) -> StateCodec:
                 word = jax.lax.bitcast_convert_type(packed, jnp.int32)
             elif spec.dtype.itemsize == 4:
                 word = jax.lax.bitcast_convert_type(flat, jnp.int32)
-            elif jnp.issubdtype(spec.dtype, jnp.floating):
-                word = jax.lax.bitcast_convert_type(flat, jnp.uint16).astype(jnp.int32)
+            elif jnp.issubdtype(spec.dtype, jnp.floating):  # 1- and 2-byte floats: their bits
+                raw = jnp.uint8 if spec.dtype.itemsize == 1 else jnp.uint16
+                word = jax.lax.bitcast_convert_type(flat, raw).astype(jnp.int32)
             else:
                 word = flat.astype(jnp.int32)
             parts.append(word)
@@ -151,7 +152,8 @@ def state_codec(env: Env) -> StateCodec:
             elif spec.dtype.itemsize == 4:
                 value = jax.lax.bitcast_convert_type(seg, spec.dtype)
             elif jnp.issubdtype(spec.dtype, jnp.floating):
-                value = jax.lax.bitcast_convert_type(seg.astype(jnp.uint16), spec.dtype)
+                raw = jnp.uint8 if spec.dtype.itemsize == 1 else jnp.uint16
+                value = jax.lax.bitcast_convert_type(seg.astype(raw), spec.dtype)
             else:
                 value = seg.astype(spec.dtype)
             out.append(value.reshape((*lead, *spec.shape)))

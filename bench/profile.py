@@ -61,29 +61,10 @@ def search_call(args: argparse.Namespace) -> Callable[[], Any]:
 
 
 def selfplay_call(args: argparse.Namespace) -> Callable[[], Any]:
-    from turbozero import envs
-    from turbozero.alphazero.selfplay import make_selfplay
-    from turbozero.memory import make_episode_buffer
-    from turbozero.nets import AZResnet, AZResnetConfig, init_params, make_eval_fn
-    from turbozero.search import gumbel, make_search, muzero_puct, puct
+    import selfplay as bench_selfplay
 
-    env = envs.make(args.game)
-    module = AZResnet(
-        AZResnetConfig(policy_head_out_size=env.num_actions, num_blocks=2, num_channels=16)
-    )
-    example = env.observe(env.init(jax.random.PRNGKey(0))[0])
-    params = init_params(module, example, jax.random.PRNGKey(0))
-    rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[args.selector]()
-    search = make_search(
-        env, make_eval_fn(module), selector=rule, num_simulations=args.sims, max_nodes=64
-    )
-    memory = make_episode_buffer(
-        num_games=args.batch, capacity=256, sample_size=args.batch, num_players=env.num_players
-    )
-    selfplay = make_selfplay(search, memory, batch_size=args.batch, max_episode_steps=256)
-    collect = jax.jit(selfplay.collect, static_argnames="num_steps")
-    state, _ = collect(
-        selfplay.init(jax.random.PRNGKey(1)), params, jax.random.PRNGKey(2), num_steps=8
+    _, _, params, _, collect, state = bench_selfplay.setup(
+        args.game, args.batch, args.sims, 8, args.selector
     )
     return lambda: collect(state, params, jax.random.PRNGKey(3), num_steps=8)
 

@@ -71,7 +71,10 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int, num_steps: in
     return jax.jit(run)
 
 
-def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: int) -> dict:
+def setup(game: str, batch: int, sims: int, steps: int, selector: str):
+    """The benchmark's self-play, compiled and played `steps` moves in (so that the timed
+    positions are mid-game with trees kept by reuse): `(env, eval_fn, params, search, collect,
+    state)`."""
     env = envs.make(game)
     module = AZResnet(
         AZResnetConfig(policy_head_out_size=env.num_actions, num_blocks=2, num_channels=16)
@@ -92,10 +95,13 @@ def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: 
     )
     selfplay = make_selfplay(search, memory, batch_size=batch, max_episode_steps=256)
     collect = jax.jit(selfplay.collect, static_argnames="num_steps")
-
-    # Play `steps` moves first so the timed positions are mid-game with trees kept by reuse.
     state = selfplay.init(jax.random.PRNGKey(1))
     state, _ = collect(state, params, jax.random.PRNGKey(2), num_steps=steps)
+    return env, eval_fn, params, search, collect, state
+
+
+def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: int) -> dict:
+    env, eval_fn, params, search, collect, state = setup(game, batch, sims, steps, selector)
     key = jax.random.PRNGKey(3)
     search_fn = jax.jit(search.search)
     floor = make_floor(env, eval_fn, num_simulations=sims, num_steps=steps)

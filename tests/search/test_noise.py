@@ -39,7 +39,7 @@ def test_elements_that_reject_every_first_proposal_are_drawn_again(monkeypatch):
 
 def test_dirichlet_is_zero_off_the_mask_and_sums_to_one():
     mask = jnp.array([[True, False, True, True], [False, True, False, False], [False] * 4])
-    x = noise.dirichlet(jax.random.PRNGKey(2), 0.3, mask)
+    x = dirichlet_mix(jnp.zeros(mask.shape), mask, jax.random.PRNGKey(2), alpha=0.3, fraction=1.0)
     assert np.all(np.asarray(x)[~np.asarray(mask)] == 0.0)
     np.testing.assert_allclose(np.asarray(x.sum(-1)), [1.0, 1.0, 0.0], atol=1e-6)
 
@@ -47,7 +47,12 @@ def test_dirichlet_is_zero_off_the_mask_and_sums_to_one():
 def test_dirichlet_marginals_have_the_beta_means_and_variances():
     A, alpha = 5, 0.3
     mask = jnp.ones((40_000, A), jnp.bool_)
-    x = np.asarray(noise.dirichlet(jax.random.PRNGKey(3), alpha, mask), np.float64)
+    x = np.asarray(
+        dirichlet_mix(
+            jnp.zeros(mask.shape), mask, jax.random.PRNGKey(3), alpha=alpha, fraction=1.0
+        ),
+        np.float64,
+    )
     total = A * alpha
     var = (1 / A) * (1 - 1 / A) / (total + 1)
     np.testing.assert_allclose(x.mean(0), 1 / A, atol=0.01)

@@ -3,9 +3,8 @@
 Why not `jax.random.gamma`: it runs Marsaglia and Tsang's rejection sampler as a `while_loop` per
 sample, and under `vmap` that becomes one loop over the whole `[B, A]` batch that runs until its
 unluckiest element is accepted, splitting a key and drawing fresh normals and uniforms on every
-lap (on CPU each threefry call is itself a loop). For 256 games x 65 actions it took 8 ms per
-search on a 2-core CPU; `log_gamma` takes 1.5 ms, and othello self-play at batch 256 with 32
-simulations per move collected 5% more positions per second.
+lap (on CPU each threefry call is itself a loop). For 256 games x 65 actions `log_gamma` is
+about 5x faster on a 2-core CPU (`bench/micro.py`, which times both in one run).
 
 `log_gamma` is the same method (exact, not an approximation) with the candidates drawn in bulk:
 `K` proposals per element at once, the first accepted one kept, and a `while_loop` that draws
@@ -44,7 +43,7 @@ def log_gamma(key: PRNGKey, alpha: float, shape: tuple[int, ...]) -> Array:
 
     In log space because for a small `alpha` the samples themselves underflow float32 (with
     `alpha = 0.03` about one in thirteen is below its smallest normal number); a Dirichlet draw
-    is their softmax.
+    is their softmax (`selector.dirichlet_mix`).
 
     Args:
         key: PRNG key.
@@ -77,12 +76,3 @@ def log_gamma(key: PRNGKey, alpha: float, shape: tuple[int, ...]) -> Array:
         u = jax.random.uniform(k_boost, shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny)
         log_value = log_value + jnp.log(u) / alpha
     return log_value
-
-
-def dirichlet(key: PRNGKey, alpha: float, mask: Array) -> Array:
-    """Symmetric Dirichlet(`alpha`) samples over the True entries of `mask [..., A]` (exactly 0
-    elsewhere; a row without any True entry is all 0)."""
-    logs = jnp.where(mask, log_gamma(key, alpha, mask.shape), -jnp.inf)
-    top = jnp.max(logs, axis=-1, keepdims=True)
-    weights = jnp.where(mask, jnp.exp(logs - jnp.where(jnp.isfinite(top), top, 0.0)), 0.0)
-    return weights / jnp.maximum(jnp.sum(weights, axis=-1, keepdims=True), 1e-30)

@@ -94,7 +94,7 @@ def dirichlet_mix(
     """`(1 - fraction) * probs + fraction * Dirichlet(alpha)` over legal actions."""
     if fraction == 0.0:
         return probs
-    dirichlet = noise.dirichlet(key, alpha, mask)
+    dirichlet = masked_softmax(noise.log_gamma(key, alpha, mask.shape), mask)
     return (1.0 - fraction) * probs + fraction * dirichlet
 
 

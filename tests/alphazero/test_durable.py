@@ -48,9 +48,19 @@ SHARDED = textwrap.dedent(
 )
 
 
+def _pythonpath() -> str:
+    """The repository root (for `tests.`) ahead of the caller's own PYTHONPATH, if any."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def _run(code: str, *args: str, devices: int = 1, timeout: int = 600) -> str:
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-    env["PYTHONPATH"] = str(ROOT)
+    # the devices are emulated CPU devices, whatever accelerator the machine has
+    env = dict(
+        os.environ,
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        JAX_PLATFORMS="cpu",
+    )
+    env["PYTHONPATH"] = _pythonpath()
     proc = subprocess.run(
         [sys.executable, "-c", code, *args],
         env=env,
@@ -103,7 +113,7 @@ TRAIN_FOREVER = textwrap.dedent(
 
 def test_sigterm_finishes_the_step_saves_and_exits_zero(tmp_path):
     run = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
     proc = subprocess.Popen(
         [sys.executable, "-c", TRAIN_FOREVER, str(run)],
         env=env,
@@ -156,7 +166,7 @@ def test_a_save_killed_halfway_leaves_the_previous_checkpoint_loadable(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-c", SAVE_FOREVER, str(directory)],
         cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env=dict(os.environ, PYTHONPATH=_pythonpath()),
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -467,3 +467,31 @@ def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, 
     ):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(np.asarray(out_a.visit_counts), np.asarray(out_b.visit_counts))
+
+
+def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
+    """The conditional that keeps XLA:CPU from recomputing the expansion's step in every consumer
+    is in the compiled search, and the trees and outputs equal those without it."""
+    import turbozero.search.search as search_module
+
+    B = 16
+    states = play(connect_four, [3, 2], batch=B)
+    params = linear_params(connect_four, 4)
+
+    def run():
+        s = make_search(
+            connect_four, linear_eval_fn(7), selector=puct(), num_simulations=24, max_nodes=32
+        )
+        search = jax.jit(s.search)
+        args = (s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
+        text = search.lower(*args).compile().as_text()
+        return search(*args), text.count("conditional(")
+
+    (tree_a, out_a), conds_a = run()
+    monkeypatch.setattr(search_module, "computed_once", lambda x, always_true: x)
+    (tree_b, out_b), conds_b = run()
+    assert conds_a == conds_b + 1
+    for a, b in zip(
+        jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

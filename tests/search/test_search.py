@@ -471,7 +471,7 @@ def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, 
 
 def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
     """The conditional that keeps XLA:CPU from recomputing the expansion's step in every consumer
-    is in the compiled search, and the trees and outputs equal those without it."""
+    is in the compiled search (on CPU only), and the trees and outputs equal those without it."""
     import turbozero.search.search as search_module
 
     B = 16
@@ -490,7 +490,7 @@ def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
     (tree_a, out_a), conds_a = run()
     monkeypatch.setattr(search_module, "computed_once", lambda x, always_true: x)
     (tree_b, out_b), conds_b = run()
-    assert conds_a == conds_b + 1
+    assert conds_a == conds_b + (1 if jax.default_backend() == "cpu" else 0)
     for a, b in zip(
         jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
     ):

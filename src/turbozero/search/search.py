@@ -129,7 +129,8 @@ def computed_once(x: PyTree, always_true: Array) -> PyTree:
     `optimization_barrier` does not stop it (XLA:CPU removes barriers before fusion); a `cond`
     whose predicate it cannot evaluate at compile time does, since a conditional's operands are
     buffers. `always_true` must be True at run time (the false branch returns zeros). Other
-    backends get `x` unchanged (a GPU conditional would wait on the host for its predicate)."""
+    backends get `x` unchanged: only XLA:CPU was measured, and on a GPU a conditional can cost a
+    round trip to the host for its predicate."""
     if jax.default_backend() != "cpu":
         return x
     return jax.lax.cond(

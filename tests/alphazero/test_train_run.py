@@ -70,3 +70,16 @@ def test_stop_and_resume_gives_the_same_parameters_as_an_uninterrupted_run(full_
     assert meta_a["epoch"] == meta_b["epoch"] == 2
     jax.tree_util.tree_map(np.testing.assert_array_equal, a, b)
     assert [r["epoch"] for r in RunDir(split).read_metrics()] == [1, 2]
+
+
+def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
+    """Games against the perfect player start with random moves for both sides by default, so
+    the perfect player can lose them; the report says how many there were."""
+    import json
+
+    from turbozero.cli import main
+
+    run, _ = full_run
+    assert main(["eval", str(run), "--vs", "random", "--games", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["opening_moves"] == 2 and out["wins"] + out["draws"] + out["losses"] == 2

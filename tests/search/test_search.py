@@ -495,3 +495,30 @@ def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
         jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
+@pytest.mark.parametrize("batch", [8, 32])  # without and with compacted walks
+def test_two_levels_per_loop_iteration_change_no_result(connect_four, monkeypatch, name, batch):
+    """Running two tree levels per iteration of the walk's and the backup's loops (the default
+    off the CPU) gives the same trees and outputs as one, full trees included."""
+    import turbozero.search.search as search_module
+
+    states = play(connect_four, [3, 3, 2], batch=batch)
+    params = linear_params(connect_four, 5)
+    rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[name]()
+
+    def run(levels):
+        monkeypatch.setattr(search_module, "LEVELS_PER_ITERATION", levels)
+        s = make_search(
+            connect_four, linear_eval_fn(7), selector=rule, num_simulations=40, max_nodes=24
+        )
+        return jax.jit(s.search)(s.init(batch), params, states, jax.random.PRNGKey(3), 1.0)
+
+    tree_a, out_a = run(1)
+    tree_b, out_b = run(2)
+    assert int(jnp.max(out_a.max_depth)) >= 3 and int(jnp.max(out_a.full_events)) > 0
+    for a, b in zip(
+        jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

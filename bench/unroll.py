@@ -1,12 +1,13 @@
 """Tree levels per loop iteration: our search with one and with two levels per iteration of the
-walk's last phase and the backup (`turbozero.search.search.LEVELS_PER_ITERATION`), in one process
+walk's last phase and the backup (`make_search(..., levels_per_iteration=...)`), in one process
 on whatever backend JAX picks, on `bench/search.py`'s workload (empty trees, `max_nodes =
-simulations + 1`).
+simulations + 1`). The two programs' outputs are compared first (a warning on stderr if they
+differ).
 
 Both programs are compiled first, then timed in alternating rounds (best of `--repeats`); with
-`--reverse` the two-level program is compiled and timed first. The same program timed against
-itself this way differs by up to about 2% on the 2-core CPU machine, so read smaller ratios as
-ties, and run both orders.
+`--reverse` the two-level program is compiled and timed first. On the 2-core CPU machine the
+same program timed against itself this way differed by up to about 2%, and single runs of this
+comparison by more (0.88 to 1.07 on one cell): run both orders, more than once.
 
 One JSON row per cell: `{"game", "batch", "simulations", "selector", "net", "backend",
 "one_level_sims_per_s", "two_levels_sims_per_s", "ratio"}`, `ratio` = two levels / one level.
@@ -22,12 +23,33 @@ import sys
 from pathlib import Path
 
 import jax
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search as bench_search
 from common import best_time, emit, machine
 from turbozero import envs
-from turbozero.search import search as search_module
+from turbozero.search import gumbel, make_search, muzero_puct, puct
+
+RULES = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}
+
+
+def make_run(env, eval_fn, *, selector: str, num_simulations: int, batch: int, levels: int):
+    """Compiled `fn(params, states, key) -> (action, weights, max_depth)` from empty trees."""
+    search = make_search(
+        env,
+        eval_fn,
+        selector=RULES[selector](),
+        num_simulations=num_simulations,
+        max_nodes=num_simulations + 1,
+        levels_per_iteration=levels,
+    )
+
+    def run(params, states, key):
+        _, out = search.search(search.init(batch), params, states, key)
+        return out.action, out.action_weights, out.max_depth
+
+    return jax.jit(run)
 
 
 def main() -> None:
@@ -36,11 +58,18 @@ def main() -> None:
     parser.add_argument("--batch", nargs="+", type=int, default=[1024])
     parser.add_argument("--sims", nargs="+", type=int, default=[64])
     parser.add_argument("--nets", nargs="+", default=["tiny"])
-    parser.add_argument("--selectors", nargs="+", default=["muzero_puct", "gumbel"])
-    parser.add_argument("--positions", type=int, default=6)
+    parser.add_argument(
+        "--selectors", nargs="+", default=["muzero_puct", "gumbel"], choices=sorted(RULES)
+    )
+    parser.add_argument("--positions", type=int, default=6, help="random moves before the search")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--reverse", action="store_true", help="two levels compiled first")
     args = parser.parse_args()
+    for name in ("repeats", "positions"):
+        if getattr(args, name) < (1 if name == "repeats" else 0):
+            parser.error(f"--{name} is out of range: {getattr(args, name)}")
+    if min(args.batch) < 1 or min(args.sims) < 1:
+        parser.error("--batch and --sims must be >= 1")
     print(f"# machine: {machine()}", file=sys.stderr, flush=True)
     order = (2, 1) if args.reverse else (1, 2)
     for game in args.games:
@@ -53,16 +82,25 @@ def main() -> None:
                 )
                 for selector in args.selectors:
                     for sims in args.sims:
-                        calls = {}
+                        calls, outs = {}, {}
+                        key = jax.random.PRNGKey(1)
                         for levels in order:
-                            search_module.LEVELS_PER_ITERATION = levels  # read when traced
-                            fn = bench_search.make_ours(
-                                env, eval_fn, selector=selector, num_simulations=sims, batch=B
+                            fn = make_run(
+                                env,
+                                eval_fn,
+                                selector=selector,
+                                num_simulations=sims,
+                                batch=B,
+                                levels=levels,
                             )
-                            key = jax.random.PRNGKey(1)
-                            jax.block_until_ready(fn(params, states, key))  # compiles
-                            calls[levels] = lambda fn=fn, key=key: fn(params, states, key)
-                        search_module.LEVELS_PER_ITERATION = None
+                            outs[levels] = jax.device_get(fn(params, states, key))  # compiles
+                            calls[levels] = lambda fn=fn: fn(params, states, key)
+                        same = all(
+                            np.allclose(a, b, rtol=1e-5, atol=1e-6)
+                            for a, b in zip(outs[1], outs[2], strict=True)
+                        )
+                        if not same:  # (the suite checks exact equality on the CPU)
+                            print("# warning: the two programs' outputs differ", file=sys.stderr)
                         best = dict.fromkeys(order, float("inf"))
                         for _ in range(args.repeats):
                             for levels in order:

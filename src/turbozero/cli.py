@@ -100,7 +100,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "env": env.name,
             "vs": args.vs,
             "games": r.num_games,
-            "opening_moves": args.opening_moves,  # random for both sides: "perfect" can lose
+            "opening_moves": args.opening_moves,  # random moves: even "perfect" can lose
             "wins": r.wins,
             "draws": r.draws,
             "losses": r.losses,
@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=2,
         dest="opening_moves",
-        help="random moves for both sides at the start of each game, for diversity "
-        "(0: no random moves, e.g. to test against perfect play)",
+        help="the first N moves of each game, by either player, are random, for diversity "
+        "(0: none, e.g. to test against perfect play)",
     )
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--json", action="store_true", help="print one JSON object")

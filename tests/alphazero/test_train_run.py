@@ -73,8 +73,8 @@ def test_stop_and_resume_gives_the_same_parameters_as_an_uninterrupted_run(full_
 
 
 def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
-    """Games against the perfect player start with random moves for both sides by default, so
-    the perfect player can lose them; the report says how many there were."""
+    """Evaluation games start with random moves by default (so even the perfect tic-tac-toe
+    player can lose them); the report says how many there were."""
     import json
 
     from turbozero.cli import main

@@ -324,6 +324,7 @@ def test_evaluation_selector_has_no_root_noise():
         (dict(num_simulations=0), "num_simulations"),
         (dict(max_nodes=1), "max_nodes"),
         (dict(discount=0.0), "discount"),
+        (dict(levels_per_iteration=0), "levels_per_iteration"),
     ],
 )
 def test_bad_search_arguments_name_the_argument(tic_tac_toe, kwargs, name):
@@ -498,26 +499,42 @@ def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
-@pytest.mark.parametrize("batch", [8, 32])  # without and with compacted walks
-def test_two_levels_per_loop_iteration_change_no_result(connect_four, monkeypatch, name, batch):
-    """Running two tree levels per iteration of the walk's and the backup's loops (the default
-    off the CPU) gives the same trees and outputs as one, full trees included."""
-    import turbozero.search.search as search_module
-
-    states = play(connect_four, [3, 3, 2], batch=batch)
-    params = linear_params(connect_four, 5)
+@pytest.mark.parametrize(
+    ("game", "moves", "batch"),
+    [
+        ("connect_four", [3, 3, 2], 8),  # the whole walk in one loop
+        ("connect_four", [3, 3, 2], 32),  # compacted walks
+        ("tic_tac_toe", [0, 4, 8, 2], 32),  # walks that end at finished games
+    ],
+)
+def test_two_levels_per_loop_iteration_change_no_result(name, game, moves, batch):
+    """Two tree levels per iteration of the walk's and the backup's loops (the default off the
+    CPU) give the same trees and outputs as one, full trees included."""
+    env = envs.make(game)
+    states = play(env, moves, batch=batch)
+    params = linear_params(env, 5)
     rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[name]()
 
     def run(levels):
-        monkeypatch.setattr(search_module, "LEVELS_PER_ITERATION", levels)
         s = make_search(
-            connect_four, linear_eval_fn(7), selector=rule, num_simulations=40, max_nodes=24
+            env,
+            linear_eval_fn(env.num_actions),
+            selector=rule,
+            num_simulations=40,
+            max_nodes=24 if game == "connect_four" else 12,  # full trees
+            levels_per_iteration=levels,
         )
-        return jax.jit(s.search)(s.init(batch), params, states, jax.random.PRNGKey(3), 1.0)
+        search = jax.jit(s.search)
+        args = (s.init(batch), params, states, jax.random.PRNGKey(3), 1.0)
+        return search(*args), search.lower(*args).as_text()
 
-    tree_a, out_a = run(1)
-    tree_b, out_b = run(2)
-    assert int(jnp.max(out_a.max_depth)) >= 3 and int(jnp.max(out_a.full_events)) > 0
+    (tree_a, out_a), text_a = run(1)
+    (tree_b, out_b), text_b = run(2)
+    assert text_a != text_b  # two different programs were compared
+    assert int(jnp.max(out_a.max_depth)) >= (3 if game == "connect_four" else 2)
+    assert int(jnp.max(out_a.full_events)) > 0
+    if game == "tic_tac_toe":
+        assert bool(jnp.any(tree_a.terminal))
     for a, b in zip(
         jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
     ):

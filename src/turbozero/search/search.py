@@ -56,9 +56,6 @@ from turbozero.search.tree import (
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
 COMPACT_MIN_LANES = 8  # fewer lanes than this: no compaction (walks, root evaluations)
-# Tree levels per `while_loop` iteration in the walk's last phase and the backup (None: 1 on the
-# CPU, 2 elsewhere; see `levels_per_iteration`).
-LEVELS_PER_ITERATION: int | None = None
 
 StateEvalFn = Callable[[Params, PyTree, PRNGKey], tuple[Array, Array]]
 
@@ -141,19 +138,19 @@ def computed_once(x: PyTree, always_true: Array) -> PyTree:
     )
 
 
-def levels_per_iteration() -> int:
-    """How many tree levels one iteration of the walk's and the backup's loops runs.
+def default_levels_per_iteration() -> int:
+    """`make_search`'s default `levels_per_iteration`: 1 when JAX's default backend (at the time
+    the search is built) is the CPU, 2 otherwise.
 
-    A level applied to a game whose walk (or backup) is over changes nothing, so running two per
-    iteration gives the same result with half the iterations and at most one idle level. On a
-    GPU each iteration of a `while_loop` costs a round trip to the host for its condition: on an
-    H100 at batch 1024 and 64 simulations two levels made the search 1.26x faster (othello,
-    `muzero_puct`, both timing orders) and 1.27x (connect_four, `gumbel`), timed as
-    `bench/unroll.py` does. On the CPU an iteration is cheap and the idle level is not (A/B within
-    noise there), so it stays 1.
+    A level applied to a game whose walk (or backup) is over changes nothing (the batch already
+    walks in lock-step, so finished games sit through the levels of the others), so two levels per
+    loop iteration give the same result with half the iterations and at most one idle level. On a
+    GPU each `while_loop` iteration costs a round trip to the host for its condition: in a one-off
+    measurement on an H100 (tiny network, batch 1024, 64 simulations; the programs that
+    `bench/unroll.py` now compares) two levels made the search 1.26x faster on othello with
+    `muzero_puct` (both timing orders) and 1.27x on connect_four with `gumbel`. On this project's
+    2-core CPU the results were mixed (0.88 to 1.07 over three runs), so the CPU keeps one.
     """
-    if LEVELS_PER_ITERATION is not None:
-        return LEVELS_PER_ITERATION
     return 1 if jax.default_backend() == "cpu" else 2
 
 
@@ -231,6 +228,7 @@ def make_search(
     discount: float = 1.0,
     reuse: bool | None = None,
     state_eval_fn: StateEvalFn | None = None,
+    levels_per_iteration: int | None = None,
 ) -> Search:
     """Configure a batched MCTS over `env`'s real dynamics.
 
@@ -245,6 +243,9 @@ def make_search(
             `reusable` and requires a deterministic environment.
         state_eval_fn: instead of `eval_fn`, evaluate environment states directly
             (`(params, states [B], key) -> (logits, value)`), e.g. random rollouts.
+        levels_per_iteration: tree levels per `while_loop` iteration in the walk's last phase
+            (the whole walk below 32 games) and in the backup, >= 1; results do not depend on
+            it, speed does (see `default_levels_per_iteration`, the default).
 
     Returns:
         A `Search` of pure functions.
@@ -260,6 +261,11 @@ def make_search(
         raise ValueError(f"max_nodes must be an int >= 2, got {max_nodes!r}")
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1], got {discount}")
+    if levels_per_iteration is None:
+        levels_per_iteration = default_levels_per_iteration()
+    if not isinstance(levels_per_iteration, int) or levels_per_iteration < 1:
+        raise ValueError(f"levels_per_iteration must be an int >= 1, got {levels_per_iteration!r}")
+    levels = levels_per_iteration
     if not isinstance(selector, Selector):
         raise TypeError("selector must be built by puct(), muzero_puct() or gumbel()")
     if selector.name == "gumbel" and selector.options.get("num_simulations") != num_simulations:
@@ -400,11 +406,12 @@ def make_search(
         games still walk. Deep paths are rare (in othello self-play with 256 games and `puct`,
         9% of the games' simulations go three levels deep, yet 99% of the batch's simulations
         run that level), so once at most a quarter of the games still walk, those are gathered
-        into `B // 4` lanes and finish there, and their results are written back.
+        into `B // 4` lanes and finish there, and their results are written back. That last
+        phase runs `levels_per_iteration` levels per loop iteration; the first phase runs one, so
+        that it stops where compaction starts.
         """
         B = full.shape[0]
         lanes = B // 4
-        levels = levels_per_iteration()
         if lanes < COMPACT_MIN_LANES:
             return jax.lax.while_loop(
                 lambda c: jnp.any(~c[2]), repeated(lambda c: step(c, None, full), levels), carry
@@ -484,6 +491,7 @@ def make_search(
         parent_info = gather_rows(tree.node, flat)
         action = jnp.maximum(edge, 0)
         new_states, md = jax.vmap(env.step)(parent_states, action, jax.random.split(k_env, B))
+        # (next_free is never negative; XLA cannot know that, so the conditional stays)
         new_states, md = computed_once((new_states, md), tree.next_free[0] >= 0)
         logits, value = evaluate(params, new_states, k_net)
         player = md.cur_player_id.astype(jnp.int32)
@@ -549,7 +557,7 @@ def make_search(
 
         _, _, node_stats, edge_stats = jax.lax.while_loop(
             up_cond,
-            repeated(up_body, levels_per_iteration()),
+            repeated(up_body, levels),
             (leaf, g0, tree.node_stats, tree.edge_stats),
         )
         return tree.replace(node_stats=node_stats, edge_stats=edge_stats), depth, full_event

@@ -87,12 +87,25 @@ def random_positions(env: Env, batch: int, moves: int, key: PRNGKey) -> PyTree:
     return jax.jit(jax.vmap(play))(jax.random.split(key, batch))
 
 
-def make_ours(env: Env, eval_fn: EvalFn, *, selector: str, num_simulations: int, batch: int):
+def make_ours(
+    env: Env,
+    eval_fn: EvalFn,
+    *,
+    selector: str,
+    num_simulations: int,
+    batch: int,
+    levels_per_iteration: int | None = None,
+):
     """`fn(params, states, key) -> (action, weights, max_depth)`: our search from empty trees,
     compiled (`max_depth [B]`: the deepest node each game's search reached)."""
     rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[selector]()
     search = make_search(
-        env, eval_fn, selector=rule, num_simulations=num_simulations, max_nodes=num_simulations + 1
+        env,
+        eval_fn,
+        selector=rule,
+        num_simulations=num_simulations,
+        max_nodes=num_simulations + 1,
+        levels_per_iteration=levels_per_iteration,
     )
 
     def run(params, states, key):

@@ -29,27 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search as bench_search
 from common import best_time, emit, machine
 from turbozero import envs
-from turbozero.search import gumbel, make_search, muzero_puct, puct
-
-RULES = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}
-
-
-def make_run(env, eval_fn, *, selector: str, num_simulations: int, batch: int, levels: int):
-    """Compiled `fn(params, states, key) -> (action, weights, max_depth)` from empty trees."""
-    search = make_search(
-        env,
-        eval_fn,
-        selector=RULES[selector](),
-        num_simulations=num_simulations,
-        max_nodes=num_simulations + 1,
-        levels_per_iteration=levels,
-    )
-
-    def run(params, states, key):
-        _, out = search.search(search.init(batch), params, states, key)
-        return out.action, out.action_weights, out.max_depth
-
-    return jax.jit(run)
 
 
 def main() -> None:
@@ -59,17 +38,14 @@ def main() -> None:
     parser.add_argument("--sims", nargs="+", type=int, default=[64])
     parser.add_argument("--nets", nargs="+", default=["tiny"])
     parser.add_argument(
-        "--selectors", nargs="+", default=["muzero_puct", "gumbel"], choices=sorted(RULES)
+        "--selectors", nargs="+", default=["muzero_puct", "gumbel"], choices=bench_search.SELECTORS
     )
     parser.add_argument("--positions", type=int, default=6, help="random moves before the search")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--reverse", action="store_true", help="two levels compiled first")
     args = parser.parse_args()
-    for name in ("repeats", "positions"):
-        if getattr(args, name) < (1 if name == "repeats" else 0):
-            parser.error(f"--{name} is out of range: {getattr(args, name)}")
-    if min(args.batch) < 1 or min(args.sims) < 1:
-        parser.error("--batch and --sims must be >= 1")
+    if min(args.repeats, *args.batch, *args.sims) < 1 or args.positions < 0:
+        parser.error("--repeats, --batch and --sims must be >= 1, --positions >= 0")
     print(f"# machine: {machine()}", file=sys.stderr, flush=True)
     order = (2, 1) if args.reverse else (1, 2)
     for game in args.games:
@@ -85,13 +61,13 @@ def main() -> None:
                         calls, outs = {}, {}
                         key = jax.random.PRNGKey(1)
                         for levels in order:
-                            fn = make_run(
+                            fn = bench_search.make_ours(
                                 env,
                                 eval_fn,
                                 selector=selector,
                                 num_simulations=sims,
                                 batch=B,
-                                levels=levels,
+                                levels_per_iteration=levels,
                             )
                             outs[levels] = jax.device_get(fn(params, states, key))  # compiles
                             calls[levels] = lambda fn=fn: fn(params, states, key)

@@ -38,3 +38,10 @@ def play(env, actions, batch: int = 1):
     for a in actions:
         state, _ = env.step(state, jnp.int32(a), jax.random.PRNGKey(0))
     return jax.tree_util.tree_map(lambda x: jnp.stack([x] * batch), state)
+
+
+def assert_same_pytrees(a, b) -> None:
+    """Two pytrees (search trees and outputs) with the same structure and equal leaves."""
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.search.helpers import linear_eval_fn, linear_params, play, uniform_eval_fn
+from tests.search.helpers import (
+    assert_same_pytrees,
+    linear_eval_fn,
+    linear_params,
+    play,
+    uniform_eval_fn,
+)
 from turbozero import envs
 from turbozero.search import gumbel, make_search, muzero_puct, puct
 from turbozero.types import StepMetadata
@@ -433,10 +439,7 @@ def test_walk_compaction_changes_no_result(connect_four, monkeypatch, name):
     monkeypatch.setattr(search_module, "COMPACT_MIN_LANES", 10**9)  # compaction off
     tree_b, out_b = run()
     assert int(jnp.max(out_a.max_depth)) >= 3  # deep walks happened
-    for a, b in zip(
-        jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
-    ):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
 
 
 def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, monkeypatch):
@@ -492,10 +495,7 @@ def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
     monkeypatch.setattr(search_module, "computed_once", lambda x, always_true: x)
     (tree_b, out_b), conds_b = run()
     assert conds_a == conds_b + (1 if jax.default_backend() == "cpu" else 0)
-    for a, b in zip(
-        jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
-    ):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
 
 
 @pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
@@ -535,7 +535,4 @@ def test_two_levels_per_loop_iteration_change_no_result(name, game, moves, batch
     assert int(jnp.max(out_a.full_events)) > 0
     if game == "tic_tac_toe":
         assert bool(jnp.any(tree_a.terminal))
-    for a, b in zip(
-        jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
-    ):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_pytrees((tree_a, out_a), (tree_b, out_b))

@@ -49,6 +49,7 @@ from turbozero.search.tree import (
     S_VISITS,
     Tree,
     advance_trees,
+    gather_rows,
     init_tree,
     reset_trees,
     state_codec,
@@ -105,16 +106,6 @@ def value_vector(value: Array, player: Array, num_players: int) -> Array:
         return value[:, None]
     players = jnp.arange(num_players)[None, :]
     return jnp.where(players == player[:, None], value[:, None], -value[:, None])
-
-
-def gather_rows(x: Array, flat: Array) -> Array:
-    """`x [B, N, ...]` at rows `flat [L]` of its `[B * N]` flattening (`b * N + node`): `[L, ...]`.
-
-    A gather through one flat index is faster on XLA:CPU than `x[b, node]`, whose index pairs are
-    assembled and decoded per element (1.2x at 256 games, 1.7x at 64 in `bench/micro.py`), and
-    the selection walk does four per tree level."""
-    B, N = x.shape[:2]
-    return x.reshape((B * N, -1))[flat].reshape((*flat.shape, *x.shape[2:]))
 
 
 def computed_once(x: PyTree, always_true: Array) -> PyTree:
@@ -265,7 +256,6 @@ def make_search(
         levels_per_iteration = default_levels_per_iteration()
     if not isinstance(levels_per_iteration, int) or levels_per_iteration < 1:
         raise ValueError(f"levels_per_iteration must be an int >= 1, got {levels_per_iteration!r}")
-    levels = levels_per_iteration
     if not isinstance(selector, Selector):
         raise TypeError("selector must be built by puct(), muzero_puct() or gumbel()")
     if selector.name == "gumbel" and selector.options.get("num_simulations") != num_simulations:
@@ -414,7 +404,9 @@ def make_search(
         lanes = B // 4
         if lanes < COMPACT_MIN_LANES:
             return jax.lax.while_loop(
-                lambda c: jnp.any(~c[2]), repeated(lambda c: step(c, None, full), levels), carry
+                lambda c: jnp.any(~c[2]),
+                repeated(lambda c: step(c, None, full), levels_per_iteration),
+                carry,
             )
         carry = jax.lax.while_loop(
             lambda c: jnp.sum(~c[2]) > lanes, lambda c: step(c, None, full), carry
@@ -424,7 +416,9 @@ def make_search(
         sub = (*sub[:2], sub[2] | ~used, *sub[3:])  # unused lanes: already done, never move
         sub_full = full[games]
         sub = jax.lax.while_loop(
-            lambda c: jnp.any(~c[2]), repeated(lambda c: step(c, games, sub_full), levels), sub
+            lambda c: jnp.any(~c[2]),
+            repeated(lambda c: step(c, games, sub_full), levels_per_iteration),
+            sub,
         )
         back = jnp.where(used, games, B)  # `B`: dropped
         return jax.tree_util.tree_map(lambda x, y: x.at[back].set(y, mode="drop"), carry, sub)
@@ -557,7 +551,7 @@ def make_search(
 
         _, _, node_stats, edge_stats = jax.lax.while_loop(
             up_cond,
-            repeated(up_body, levels),
+            repeated(up_body, levels_per_iteration),
             (leaf, g0, tree.node_stats, tree.edge_stats),
         )
         return tree.replace(node_stats=node_stats, edge_stats=edge_stats), depth, full_event

@@ -30,6 +30,20 @@ def machine() -> dict[str, Any]:
     }
 
 
+def floor_programs(run: Callable) -> dict[str, Callable]:
+    """The floor `run` compiled for timing: `{"floor": ...}` with the search's compiler options
+    (`turbozero.search.compiler_options()`, as every other compared program), and also
+    `{"floor_plain": ...}` without them where they are not empty (on an NVIDIA GPU they made the
+    floor slower, which would flatter the search). Report the faster of the two."""
+    from turbozero.search import compiler_options
+
+    options = compiler_options()
+    programs = {"floor": jax.jit(run, compiler_options=options)}
+    if options:
+        programs["floor_plain"] = jax.jit(run)
+    return programs
+
+
 def best_time(fn: Callable[[], Any], *, repeats: int = 3) -> float:
     """Seconds of the fastest of `repeats` calls (results blocked on), after one warm-up call."""
     jax.block_until_ready(fn())

@@ -31,11 +31,11 @@ import jax.numpy as jnp
 import mctx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, emit, floor_simulations, machine
+from common import best_time, emit, floor_programs, floor_simulations, machine
 from turbozero import envs
 from turbozero.envs.core import Env
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params, make_eval_fn
-from turbozero.search import gumbel, make_search, muzero_puct, puct
+from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
 GAMES = ("connect_four", "othello")
@@ -112,7 +112,7 @@ def make_ours(
         _, out = search.search(search.init(batch), params, states, key)
         return out.action, out.action_weights, out.max_depth
 
-    return jax.jit(run)
+    return jax.jit(run, compiler_options=compiler_options())
 
 
 def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
@@ -158,12 +158,13 @@ def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
         )
         return out.action, out.action_weights
 
-    return jax.jit(run)
+    return jax.jit(run, compiler_options=compiler_options())
 
 
-def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int):
-    """`fn(params, states, key)`: `num_simulations` x (vmapped env.step + eval_fn) from the given
-    states, no tree (`common.floor_simulations`)."""
+def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int) -> dict[str, Callable]:
+    """`{name: fn(params, states, key)}`: `num_simulations` x (vmapped env.step + eval_fn) from
+    the given states, no tree (`common.floor_simulations`), compiled by `common.floor_programs`
+    (time them all and keep the fastest)."""
 
     def run(params, states, key):
         mask = jax.vmap(env.metadata)(states).action_mask
@@ -172,7 +173,7 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int):
         zeros = (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32))
         return floor_simulations(env, eval_fn, params, states, mask, *zeros, env_keys, key)
 
-    return jax.jit(run)
+    return floor_programs(run)
 
 
 def interleaved_best_times(
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
             for batch in args.batch:
                 states = random_positions(env, batch, args.positions, jax.random.PRNGKey(2))
                 peers: dict[tuple[str, int], Callable] = {}
-                floors: dict[int, Callable] = {}
+                floors: dict[int, dict[str, Callable]] = {}
                 for selector in args.selectors:
                     peer = PEER[selector]
                     base: dict[str, float] = {}
@@ -241,12 +242,13 @@ def main(argv: list[str] | None = None) -> None:
                             env, eval_fn, selector=selector, num_simulations=sims, batch=batch
                         )
                         seconds = interleaved_best_times(
-                            {"ours": ours, "mctx": peers[peer, sims], "floor": floors[sims]},
+                            {"ours": ours, "mctx": peers[peer, sims], **floors[sims]},
                             params,
                             states,
                             args.repeats,
                         )
                         t_ours, t_mctx = seconds["ours"], seconds["mctx"]
+                        t_floor = min(t for k, t in seconds.items() if k.startswith("floor"))
                         depth = ours(params, states, jax.random.PRNGKey(1))[2]
                         per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
                         base = base or per_sim
@@ -260,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
                                 "net": net,
                                 "ours_sims_per_s": round(work / t_ours, 1),
                                 "mctx_sims_per_s": round(work / t_mctx, 1),
-                                "floor_sims_per_s": round(work / seconds["floor"], 1),
+                                "floor_sims_per_s": round(work / t_floor, 1),
                                 "ratio": round(t_mctx / t_ours, 3),
                                 "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
                                 "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),

@@ -27,13 +27,13 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, emit, floor_simulations, machine
+from common import best_time, emit, floor_programs, floor_simulations, machine
 from turbozero import envs
 from turbozero.alphazero.selfplay import make_selfplay
 from turbozero.envs.core import Env
 from turbozero.memory import make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, init_params, make_eval_fn
-from turbozero.search import gumbel, make_search, muzero_puct, puct
+from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
 from turbozero.types import EvalFn
 
 GAMES = ("connect_four", "othello")
@@ -43,10 +43,11 @@ QUICK = dict(games=["connect_four"], batch=[64], sims=[32], steps=4, repeats=3)
 
 
 def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int, num_steps: int):
-    """`fn(params, states, key)`: per move, `num_simulations` x (env.step + eval_fn) from the
-    current states, then one env.step with the best legal move of the last call.
+    """`{name: fn(params, states, key)}`: per move, `num_simulations` x (env.step + eval_fn)
+    from the current states, then one env.step with the best legal move of the last call.
 
-    The simulations are `common.floor_simulations`, as in `bench/search.py`."""
+    The simulations are `common.floor_simulations`, as in `bench/search.py`; the programs are
+    `common.floor_programs` (time them all and keep the fastest)."""
 
     def run(params, states, key):
         B = jax.vmap(env.metadata)(states).action_mask.shape[0]
@@ -68,7 +69,7 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int, num_steps: in
         init = (states, jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32))
         return jax.lax.fori_loop(0, num_steps, move, init)[1:]
 
-    return jax.jit(run)
+    return floor_programs(run)
 
 
 def setup(game: str, batch: int, sims: int, steps: int, selector: str):
@@ -94,7 +95,9 @@ def setup(game: str, batch: int, sims: int, steps: int, selector: str):
         num_games=batch, capacity=256, sample_size=batch, num_players=env.num_players
     )
     selfplay = make_selfplay(search, memory, batch_size=batch, max_episode_steps=256)
-    collect = jax.jit(selfplay.collect, static_argnames="num_steps")
+    collect = jax.jit(
+        selfplay.collect, static_argnames="num_steps", compiler_options=compiler_options()
+    )
     state = selfplay.init(jax.random.PRNGKey(1))
     state, _ = collect(state, params, jax.random.PRNGKey(2), num_steps=steps)
     return env, eval_fn, params, search, collect, state
@@ -103,12 +106,12 @@ def setup(game: str, batch: int, sims: int, steps: int, selector: str):
 def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: int) -> dict:
     env, eval_fn, params, search, collect, state = setup(game, batch, sims, steps, selector)
     key = jax.random.PRNGKey(3)
-    search_fn = jax.jit(search.search)
+    search_fn = jax.jit(search.search, compiler_options=compiler_options())
     floor = make_floor(env, eval_fn, num_simulations=sims, num_steps=steps)
     calls = {
         "collect": lambda: collect(state, params, key, num_steps=steps),
         "search": lambda: search_fn(state.tree, params, state.env_states, key, 1.0),
-        "floor": lambda: floor(params, state.env_states, key),
+        **{name: (lambda fn=fn: fn(params, state.env_states, key)) for name, fn in floor.items()},
     }
     # Rounds of one `best_time(repeats=1)` each, in turns, so that load from other processes on a
     # shared machine hits the three alike; the best of the rounds is kept.
@@ -116,7 +119,8 @@ def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: 
     for _ in range(repeats):
         for name, call in calls.items():
             best[name] = min(best[name], best_time(call, repeats=1))
-    t_collect, t_search, t_floor = best["collect"], best["search"], best["floor"]
+    t_collect, t_search = best["collect"], best["search"]
+    t_floor = min(t for name, t in best.items() if name.startswith("floor"))
     positions = batch * steps
     return {
         "game": game,

@@ -1,19 +1,21 @@
-"""Tree levels per loop iteration: our search with one and with two levels per iteration of the
-walk's last phase and the backup (`make_search(..., levels_per_iteration=...)`), in one process
-on whatever backend JAX picks, on `bench/search.py`'s workload (empty trees, `max_nodes =
-simulations + 1`). The two programs' outputs are compared first (a warning on stderr if they
-differ).
+"""Tree levels per loop iteration: our search with one level per iteration of the walk's last
+phase and the backup against the same search with `--levels` levels per iteration
+(`make_search(..., levels_per_iteration=...)`), in one process on whatever backend JAX picks, on
+`bench/search.py`'s workload (empty trees, `max_nodes = simulations + 1`). The programs' outputs
+are compared first (a warning on stderr if they differ).
 
-Both programs are compiled first, then timed in alternating rounds (best of `--repeats`); with
-`--reverse` the two-level program is compiled and timed first. On the 2-core CPU machine the
-same program timed against itself this way differed by up to about 2%, and single runs of this
-comparison by more (0.88 to 1.07 on one cell): run both orders, more than once.
+All programs are compiled first, then timed in alternating rounds (best of `--repeats`); with
+`--reverse` they are compiled and timed in the opposite order (most levels first). On the 2-core
+CPU machine the same program timed against itself this way differed by up to about 2%, and
+single runs of this comparison by more (0.88 to 1.07 on one cell): run both orders, more than
+once.
 
-One JSON row per cell: `{"game", "batch", "simulations", "selector", "net", "backend",
-"one_level_sims_per_s", "two_levels_sims_per_s", "ratio"}`, `ratio` = two levels / one level.
+One JSON row per cell and compared level count: `{"game", "batch", "simulations", "selector",
+"net", "backend", "levels", "one_level_sims_per_s", "levels_sims_per_s", "ratio"}`, `ratio` =
+`levels` levels / one level.
 
     python bench/unroll.py [--games othello] [--batch 1024] [--sims 64] [--nets tiny]
-        [--selectors muzero_puct gumbel] [--repeats 4] [--reverse]
+        [--selectors muzero_puct gumbel] [--levels 2] [--repeats 4] [--reverse]
 """
 
 from __future__ import annotations
@@ -41,13 +43,18 @@ def main() -> None:
         "--selectors", nargs="+", default=["muzero_puct", "gumbel"], choices=bench_search.SELECTORS
     )
     parser.add_argument("--positions", type=int, default=6, help="random moves before the search")
+    parser.add_argument(
+        "--levels", nargs="+", type=int, default=[2], help="level counts compared with one level"
+    )
     parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--reverse", action="store_true", help="two levels compiled first")
+    parser.add_argument("--reverse", action="store_true", help="most levels compiled first")
     args = parser.parse_args()
     if min(args.repeats, *args.batch, *args.sims) < 1 or args.positions < 0:
         parser.error("--repeats, --batch and --sims must be >= 1, --positions >= 0")
+    if min(args.levels) < 2:
+        parser.error("--levels must be >= 2 (each is compared with one level)")
     print(f"# machine: {machine()}", file=sys.stderr, flush=True)
-    order = (2, 1) if args.reverse else (1, 2)
+    order = sorted({1, *args.levels}, reverse=args.reverse)
     for game in args.games:
         env = envs.make(game)
         for net in args.nets:
@@ -71,30 +78,36 @@ def main() -> None:
                             )
                             outs[levels] = jax.device_get(fn(params, states, key))  # compiles
                             calls[levels] = lambda fn=fn: fn(params, states, key)
-                        same = all(
-                            np.allclose(a, b, rtol=1e-5, atol=1e-6)
-                            for a, b in zip(outs[1], outs[2], strict=True)
-                        )
-                        if not same:  # (the suite checks exact equality on the CPU)
-                            print("# warning: the two programs' outputs differ", file=sys.stderr)
+                        for levels in args.levels:
+                            same = all(
+                                np.allclose(a, b, rtol=1e-5, atol=1e-6)
+                                for a, b in zip(outs[1], outs[levels], strict=True)
+                            )
+                            if not same:  # (the suite checks exact equality on the CPU)
+                                print(
+                                    f"# warning: outputs with 1 and {levels} levels differ",
+                                    file=sys.stderr,
+                                )
                         best = dict.fromkeys(order, float("inf"))
                         for _ in range(args.repeats):
                             for levels in order:
                                 t = best_time(calls[levels], repeats=1)
                                 best[levels] = min(best[levels], t)
-                        emit(
-                            {
-                                "game": game,
-                                "batch": B,
-                                "simulations": sims,
-                                "selector": selector,
-                                "net": net,
-                                "backend": jax.default_backend(),
-                                "one_level_sims_per_s": round(B * sims / best[1], 1),
-                                "two_levels_sims_per_s": round(B * sims / best[2], 1),
-                                "ratio": round(best[1] / best[2], 3),
-                            }
-                        )
+                        for levels in args.levels:
+                            emit(
+                                {
+                                    "game": game,
+                                    "batch": B,
+                                    "simulations": sims,
+                                    "selector": selector,
+                                    "net": net,
+                                    "backend": jax.default_backend(),
+                                    "levels": levels,
+                                    "one_level_sims_per_s": round(B * sims / best[1], 1),
+                                    "levels_sims_per_s": round(B * sims / best[levels], 1),
+                                    "ratio": round(best[1] / best[levels], 3),
+                                }
+                            )
 
 
 if __name__ == "__main__":

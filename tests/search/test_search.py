@@ -17,7 +17,7 @@ from tests.search.helpers import (
     uniform_eval_fn,
 )
 from turbozero import envs
-from turbozero.search import gumbel, make_search, muzero_puct, puct
+from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
 from turbozero.types import StepMetadata
 
 SELECTORS = {
@@ -507,9 +507,9 @@ def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
         ("tic_tac_toe", [0, 4, 8, 2], 32),  # walks that end at finished games
     ],
 )
-def test_two_levels_per_loop_iteration_change_no_result(name, game, moves, batch):
-    """Two tree levels per iteration of the walk's and the backup's loops (the default off the
-    CPU) give the same trees and outputs as one, full trees included."""
+def test_several_levels_per_loop_iteration_change_no_result(name, game, moves, batch):
+    """Two or four tree levels per iteration of the walk's and the backup's loops (four is the
+    default off the CPU) give the same trees and outputs as one, full trees included."""
     env = envs.make(game)
     states = play(env, moves, batch=batch)
     params = linear_params(env, 5)
@@ -529,10 +529,33 @@ def test_two_levels_per_loop_iteration_change_no_result(name, game, moves, batch
         return search(*args), search.lower(*args).as_text()
 
     (tree_a, out_a), text_a = run(1)
-    (tree_b, out_b), text_b = run(2)
-    assert text_a != text_b  # two different programs were compared
     assert int(jnp.max(out_a.max_depth)) >= (3 if game == "connect_four" else 2)
     assert int(jnp.max(out_a.full_events)) > 0
     if game == "tic_tac_toe":
         assert bool(jnp.any(tree_a.terminal))
-    assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
+    for levels in (2, 4):
+        (tree_b, out_b), text_b = run(levels)
+        assert text_a != text_b  # two different programs were compared
+        assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
+
+
+def test_compiler_options_add_loop_command_buffers_on_cuda_only():
+    """`compiler_options()` is empty except on CUDA, where it asks XLA to record `while_loop`s
+    and `cond`s into command buffers with names XLA accepts (a wrong name fails to compile)."""
+    for backend in ("cpu", "rocm", "tpu", "gpu"):
+        assert compiler_options(backend) == {}
+    if jax.default_backend() == "cpu":
+        assert compiler_options() == {}
+    options = compiler_options("cuda")
+    assert set(options) == {"xla_gpu_enable_command_buffer"}
+    assert {"WHILE", "CONDITIONAL", "FUSION"} <= set(
+        options["xla_gpu_enable_command_buffer"].split(",")
+    )
+
+    def doubling(x):
+        return jax.lax.while_loop(lambda c: c < 10, lambda c: c * 2, x)
+
+    assert int(jax.jit(doubling, compiler_options=options)(1)) == 16
+    wrong = {"xla_gpu_enable_command_buffer": "WHILE,LOOPS"}
+    with pytest.raises(Exception, match="LOOPS"):
+        jax.jit(doubling, compiler_options=wrong)(1)

@@ -61,14 +61,16 @@ class Sharder:
         shape = jax.eval_shape(init, jax.random.PRNGKey(0))
         return jax.jit(wrapped, out_shardings=self.shardings(shape))
 
-    def jit_step(self, fn, state_shape):
-        """Jit `fn(state, n) -> (state, metrics)` keeping the state's layout."""
+    def jit_step(self, fn, state_shape, *, compiler_options: dict[str, Any] | None = None):
+        """Jit `fn(state, n) -> (state, metrics)` keeping the state's layout (`compiler_options`:
+        passed to `jax.jit`, e.g. `turbozero.search.compiler_options()` for self-play)."""
         shardings = self.shardings(state_shape)
         return jax.jit(
             fn,
             static_argnums=1,
             donate_argnums=0,
             out_shardings=(shardings, self.replicated),
+            compiler_options=compiler_options,
         )
 
     def replicate(self, tree):

@@ -20,7 +20,7 @@ from turbozero.io.plots import plot_run
 from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
 from turbozero.nets import param_count
-from turbozero.search import tree_bytes
+from turbozero.search import compiler_options, tree_bytes
 
 ALGORITHM = "alphazero"
 
@@ -111,7 +111,7 @@ def train(
     )
     ckpt = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints)
     best_ckpt = Checkpointer(rd.path / "best", keep=1)
-    collect = sharder.jit_step(az.collect, state_shape)
+    collect = sharder.jit_step(az.collect, state_shape, compiler_options=compiler_options())
     train_steps = sharder.jit_step(az.train_steps, state_shape)
     evaluator = Evaluator(az)
     eval_metrics: dict[str, Any] = {}

@@ -40,6 +40,7 @@ import numpy as np
 
 from turbozero.arena.agents import Agent, PolicyFn
 from turbozero.envs.core import Env
+from turbozero.search.search import compiler_options
 from turbozero.types import Array, Params, PRNGKey
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -238,7 +239,7 @@ def _match_program(
             out["actions"] = c["actions"]
         return out
 
-    return jax.jit(run)
+    return jax.jit(run, compiler_options=compiler_options())
 
 
 def play_match(

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 
 from turbozero.envs.core import Env
+from turbozero.search.search import compiler_options
 from turbozero.types import PyTree, StepMetadata
 
 HOST = "127.0.0.1"
@@ -144,8 +145,12 @@ def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """
     agent = getattr(loaded, "agent", None)
     if agent is not None and hasattr(agent, "policy_fn"):
-        return jax.jit(lambda agent, states, key: agent.policy(states, key)), (agent,)
-    return jax.jit(loaded.policy), ()
+        policy = jax.jit(
+            lambda agent, states, key: agent.policy(states, key),
+            compiler_options=compiler_options(),
+        )
+        return policy, (agent,)
+    return jax.jit(loaded.policy, compiler_options=compiler_options()), ()
 
 
 class Game:

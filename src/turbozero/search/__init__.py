@@ -2,7 +2,13 @@
 
 from turbozero.search.gumbel import gumbel
 from turbozero.search.puct import muzero_puct, puct
-from turbozero.search.search import Search, SearchOutput, make_search, value_vector
+from turbozero.search.search import (
+    Search,
+    SearchOutput,
+    compiler_options,
+    make_search,
+    value_vector,
+)
 from turbozero.search.selector import NodeView, Selector
 from turbozero.search.tree import Tree, advance_trees, init_tree, reset_trees, tree_bytes
 
@@ -13,6 +19,7 @@ __all__ = [
     "Selector",
     "Tree",
     "advance_trees",
+    "compiler_options",
     "gumbel",
     "init_tree",
     "make_search",

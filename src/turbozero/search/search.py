@@ -131,18 +131,50 @@ def computed_once(x: PyTree, always_true: Array) -> PyTree:
 
 def default_levels_per_iteration() -> int:
     """`make_search`'s default `levels_per_iteration`: 1 when JAX's default backend (at the time
-    the search is built) is the CPU, 2 otherwise.
+    the search is built) is the CPU, 4 otherwise.
 
     A level applied to a game whose walk (or backup) is over changes nothing (the batch already
-    walks in lock-step, so finished games sit through the levels of the others), so two levels per
-    loop iteration give the same result with half the iterations and at most one idle level. On a
-    GPU each `while_loop` iteration costs a round trip to the host for its condition: in a one-off
-    measurement on an H100 (tiny network, batch 1024, 64 simulations; the programs that
-    `bench/unroll.py` now compares) two levels made the search 1.26x faster on othello with
-    `muzero_puct` (both timing orders) and 1.27x on connect_four with `gumbel`. On this project's
-    2-core CPU the results were mixed (0.88 to 1.07 over three runs), so the CPU keeps one.
+    walks in lock-step, so finished games sit through the levels of the others), so `n` levels per
+    loop iteration give the same result with `1/n` of the iterations and at most `n - 1` idle
+    levels. On a GPU each `while_loop` iteration costs a round trip to the host for its condition
+    (or, with `compiler_options()`, a graph node). Measured on an H100 with `bench/unroll.py`
+    (tiny network, batch 1024, 64 simulations, `muzero_puct` and `gumbel`, othello and
+    connect_four): 4 levels against 1 gave 1.30x to 1.71x with XLA's default GPU options and 1.10x
+    to 1.44x with `compiler_options()`; 2 and 8 levels did less well than 4 in both. On this
+    project's 2-core CPU two levels gave mixed results (0.88 to 1.07 over three runs), so the CPU
+    keeps one.
     """
-    return 1 if jax.default_backend() == "cpu" else 2
+    return 1 if jax.default_backend() == "cpu" else 4
+
+
+#: XLA:GPU command types recorded into command buffers (CUDA graphs) by `compiler_options()`:
+#: XLA's defaults plus `CONDITIONAL` and `WHILE`.
+GPU_COMMAND_BUFFER = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE"
+
+
+def compiler_options(backend: str | None = None) -> dict[str, str]:
+    """Options for `jax.jit(..., compiler_options=...)` of a program that runs a search.
+
+    On an NVIDIA GPU, XLA records the search's `while_loop`s and `cond`s into the program's CUDA
+    graphs as well (`xla_gpu_enable_command_buffer`), so a loop iteration no longer returns to the
+    host for its condition: the searches of `bench/unroll.py`'s cells (H100, batch 1024, 64
+    simulations, tiny network) ran 1.35x to 2.1x faster (one or four levels per iteration) with
+    the same outputs, bit for bit. The
+    trainer, the arena and the play server compile with these; pass them to your own `jit` of a
+    search. Elsewhere (the CPU, ROCm, TPU) there is nothing to add: `{}`.
+
+    Args:
+        backend: `"cpu"`, `"gpu"`, `"cuda"`, `"rocm"` or `"tpu"`; default: JAX's default backend
+            (`"gpu"` then counts as CUDA when the first device's platform version names CUDA).
+    """
+    if backend is None:
+        backend = jax.default_backend()
+        if backend == "gpu":
+            version = str(getattr(jax.devices()[0].client, "platform_version", "")).lower()
+            backend = "cuda" if "cuda" in version else "gpu"
+    if backend != "cuda":
+        return {}
+    return {"xla_gpu_enable_command_buffer": GPU_COMMAND_BUFFER}
 
 
 def repeated(body: Callable, times: int) -> Callable:

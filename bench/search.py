@@ -95,9 +95,11 @@ def make_ours(
     num_simulations: int,
     batch: int,
     levels_per_iteration: int | None = None,
+    options: bool = True,
 ):
     """`fn(params, states, key) -> (action, weights, max_depth)`: our search from empty trees,
-    compiled (`max_depth [B]`: the deepest node each game's search reached)."""
+    compiled (`max_depth [B]`: the deepest node each game's search reached), with
+    `compiler_options()` unless `options` is False."""
     rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[selector]()
     search = make_search(
         env,
@@ -112,7 +114,7 @@ def make_ours(
         _, out = search.search(search.init(batch), params, states, key)
         return out.action, out.action_weights, out.max_depth
 
-    return jax.jit(run, compiler_options=compiler_options())
+    return jax.jit(run, compiler_options=compiler_options() if options else None)
 
 
 def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):

@@ -114,7 +114,7 @@ def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: 
         **{name: (lambda fn=fn: fn(params, state.env_states, key)) for name, fn in floor.items()},
     }
     # Rounds of one `best_time(repeats=1)` each, in turns, so that load from other processes on a
-    # shared machine hits the three alike; the best of the rounds is kept.
+    # shared machine hits them alike; the best of the rounds is kept.
     best = {name: float("inf") for name in calls}
     for _ in range(repeats):
         for name, call in calls.items():

@@ -1,8 +1,9 @@
 """Tree levels per loop iteration: our search with one level per iteration of the walk's last
 phase and the backup against the same search with `--levels` levels per iteration
 (`make_search(..., levels_per_iteration=...)`), in one process on whatever backend JAX picks, on
-`bench/search.py`'s workload (empty trees, `max_nodes = simulations + 1`). The programs' outputs
-are compared first (a warning on stderr if they differ).
+`bench/search.py`'s workload (empty trees, `max_nodes = simulations + 1`), compiled with
+`turbozero.search.compiler_options()` (`--plain`: without them; they are empty on the CPU).
+The programs' outputs are compared first (a warning on stderr if they differ).
 
 All programs are compiled first, then timed in alternating rounds (best of `--repeats`); with
 `--reverse` they are compiled and timed in the opposite order (most levels first). On the 2-core
@@ -11,11 +12,11 @@ single runs of this comparison by more (0.88 to 1.07 on one cell): run both orde
 once.
 
 One JSON row per cell and compared level count: `{"game", "batch", "simulations", "selector",
-"net", "backend", "levels", "one_level_sims_per_s", "levels_sims_per_s", "ratio"}`, `ratio` =
-`levels` levels / one level.
+"net", "backend", "compiler_options", "levels", "one_level_sims_per_s", "levels_sims_per_s",
+"ratio"}`, `ratio` = `levels` levels / one level.
 
     python bench/unroll.py [--games othello] [--batch 1024] [--sims 64] [--nets tiny]
-        [--selectors muzero_puct gumbel] [--levels 2] [--repeats 4] [--reverse]
+        [--selectors muzero_puct gumbel] [--levels 2 4] [--repeats 4] [--reverse] [--plain]
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ def main() -> None:
     )
     parser.add_argument("--positions", type=int, default=6, help="random moves before the search")
     parser.add_argument(
-        "--levels", nargs="+", type=int, default=[2], help="level counts compared with one level"
+        "--levels", nargs="+", type=int, default=[2, 4], help="level counts compared with one"
     )
+    parser.add_argument("--plain", action="store_true", help="without compiler_options()")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--reverse", action="store_true", help="most levels compiled first")
     args = parser.parse_args()
@@ -54,7 +56,8 @@ def main() -> None:
     if min(args.levels) < 2:
         parser.error("--levels must be >= 2 (each is compared with one level)")
     print(f"# machine: {machine()}", file=sys.stderr, flush=True)
-    order = sorted({1, *args.levels}, reverse=args.reverse)
+    levels_compared = sorted(set(args.levels))
+    order = sorted({1, *levels_compared}, reverse=args.reverse)
     for game in args.games:
         env = envs.make(game)
         for net in args.nets:
@@ -75,10 +78,11 @@ def main() -> None:
                                 num_simulations=sims,
                                 batch=B,
                                 levels_per_iteration=levels,
+                                options=not args.plain,
                             )
                             outs[levels] = jax.device_get(fn(params, states, key))  # compiles
                             calls[levels] = lambda fn=fn: fn(params, states, key)
-                        for levels in args.levels:
+                        for levels in levels_compared:
                             same = all(
                                 np.allclose(a, b, rtol=1e-5, atol=1e-6)
                                 for a, b in zip(outs[1], outs[levels], strict=True)
@@ -93,7 +97,7 @@ def main() -> None:
                             for levels in order:
                                 t = best_time(calls[levels], repeats=1)
                                 best[levels] = min(best[levels], t)
-                        for levels in args.levels:
+                        for levels in levels_compared:
                             emit(
                                 {
                                     "game": game,
@@ -102,6 +106,7 @@ def main() -> None:
                                     "selector": selector,
                                     "net": net,
                                     "backend": jax.default_backend(),
+                                    "compiler_options": not args.plain,
                                     "levels": levels,
                                     "one_level_sims_per_s": round(B * sims / best[1], 1),
                                     "levels_sims_per_s": round(B * sims / best[levels], 1),

@@ -223,3 +223,25 @@ def test_play_match_validates_arguments(tic_tac_toe):
             play_match(tic_tac_toe, a, a, key, **kwargs)
     with pytest.raises(ValueError, match="agent_b"):
         play_match(tic_tac_toe, a, None, key, num_games=2)
+
+
+def test_matches_with_a_searching_agent_compile_with_the_search_compiler_options(monkeypatch):
+    """A match compiles with `turbozero.search.compiler_options()` when an agent searches and
+    without them otherwise: with options XLA rejects, only the search match fails to compile."""
+    import turbozero.arena.match as match_module
+    from turbozero.arena import rollout_mcts_agent
+
+    env = envs.make("tic_tac_toe")
+    wrong = {"xla_gpu_enable_command_buffer": "WHILE,LOOPS"}
+    monkeypatch.setattr(match_module, "compiler_options", lambda: wrong)
+    match_module._match_program.cache_clear()
+    try:
+        plain = play_match(
+            env, random_agent(env), random_agent(env), jax.random.PRNGKey(0), num_games=2
+        )
+        assert plain.num_games == 2
+        searching = rollout_mcts_agent(env, num_simulations=2)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="LOOPS"):
+            play_match(env, searching, random_agent(env), jax.random.PRNGKey(0), num_games=2)
+    finally:
+        match_module._match_program.cache_clear()

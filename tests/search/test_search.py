@@ -539,10 +539,11 @@ def test_several_levels_per_loop_iteration_change_no_result(name, game, moves, b
         assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
 
 
-def test_compiler_options_add_loop_command_buffers_on_cuda_only():
-    """`compiler_options()` is empty except on CUDA, where it asks XLA to record `while_loop`s
-    and `cond`s into command buffers with names XLA accepts (a wrong name fails to compile)."""
-    for backend in ("cpu", "rocm", "tpu", "gpu"):
+def test_compiler_options_add_loop_command_buffers_on_cuda_only(monkeypatch):
+    """`compiler_options()` is empty except on CUDA (found from the first device's platform
+    version when the backend is "gpu"), where it asks XLA to record `while_loop`s and `cond`s into
+    command buffers with names XLA accepts (a wrong name fails to compile)."""
+    for backend in ("cpu", "rocm", "tpu"):
         assert compiler_options(backend) == {}
     if jax.default_backend() == "cpu":
         assert compiler_options() == {}
@@ -552,10 +553,25 @@ def test_compiler_options_add_loop_command_buffers_on_cuda_only():
         options["xla_gpu_enable_command_buffer"].split(",")
     )
 
+    class Client:
+        def __init__(self, version):
+            self.platform_version = version
+
+    class Device:
+        def __init__(self, version):
+            self.client = Client(version)
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    for version, expected in (("cuda 13000", options), ("rocm 6.4", {}), ("", {})):
+        monkeypatch.setattr(jax, "devices", lambda v=version: [Device(v)])
+        assert compiler_options() == expected
+        assert compiler_options("gpu") == expected
+    monkeypatch.undo()
+
     def doubling(x):
         return jax.lax.while_loop(lambda c: c < 10, lambda c: c * 2, x)
 
     assert int(jax.jit(doubling, compiler_options=options)(1)) == 16
     wrong = {"xla_gpu_enable_command_buffer": "WHILE,LOOPS"}
-    with pytest.raises(Exception, match="LOOPS"):
+    with pytest.raises(jax.errors.JaxRuntimeError, match="LOOPS"):
         jax.jit(doubling, compiler_options=wrong)(1)

@@ -31,7 +31,8 @@ class SelfPlayState(struct.Struct):
 
 
 class SelfPlay(NamedTuple):
-    """Pure self-play functions (compile `collect` with `jax.jit`, `num_steps` static).
+    """Pure self-play functions (compile `collect` with `jax.jit`, `num_steps` static, and
+    `compiler_options=turbozero.search.compiler_options()` as the trainer does).
 
     Attributes:
         init: `init(key) -> SelfPlayState`, fresh games, trees and memory.

@@ -96,6 +96,13 @@ def make_agent(policy_fn: PolicyFn, params: Params = None, *, name: str) -> Agen
     return Agent(params=params, policy_fn=policy_fn, name=name)
 
 
+def runs_search(policy_fn: PolicyFn | None) -> bool:
+    """Whether `policy_fn` runs a tree search (its class sets `runs_search = True`, as
+    `SearchPolicy` does): the arena and the play server then compile the programs that call it
+    with `turbozero.search.compiler_options()`."""
+    return bool(getattr(policy_fn, "runs_search", False))
+
+
 def legal_mask(env: Env, states: PyTree) -> Array:
     """`[B, A]` legal actions of `states`; rows with none (terminal states) are all True."""
     mask = jax.vmap(env.metadata)(states).action_mask

@@ -38,9 +38,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.agents import Agent, PolicyFn
+from turbozero.arena.agents import Agent, PolicyFn, runs_search
 from turbozero.envs.core import Env
-from turbozero.search.search import compiler_options
+from turbozero.search import compiler_options
 from turbozero.types import Array, Params, PRNGKey
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -239,7 +239,8 @@ def _match_program(
             out["actions"] = c["actions"]
         return out
 
-    return jax.jit(run, compiler_options=compiler_options())
+    searches = runs_search(policy_a) or runs_search(policy_b)
+    return jax.jit(run, compiler_options=compiler_options() if searches else None)
 
 
 def play_match(

@@ -12,7 +12,12 @@ from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
 
 class SearchPolicy:
-    """`policy_fn` running a fresh search on every call (hashed by identity: build it once)."""
+    """`policy_fn` running a fresh search on every call (hashed by identity: build it once).
+
+    `runs_search` tells the arena and the play server to compile it with
+    `turbozero.search.compiler_options()`."""
+
+    runs_search = True
 
     def __init__(self, search: Search, temperature: float):
         self.search = search

@@ -31,8 +31,9 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from turbozero.arena.agents import runs_search
 from turbozero.envs.core import Env
-from turbozero.search.search import compiler_options
+from turbozero.search import compiler_options
 from turbozero.types import PyTree, StepMetadata
 
 HOST = "127.0.0.1"
@@ -147,10 +148,10 @@ def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     if agent is not None and hasattr(agent, "policy_fn"):
         policy = jax.jit(
             lambda agent, states, key: agent.policy(states, key),
-            compiler_options=compiler_options(),
+            compiler_options=compiler_options() if runs_search(agent.policy_fn) else None,
         )
         return policy, (agent,)
-    return jax.jit(loaded.policy, compiler_options=compiler_options()), ()
+    return jax.jit(loaded.policy), ()
 
 
 class Game:

@@ -77,7 +77,8 @@ class SearchOutput(struct.Struct):
 
 
 class Search(NamedTuple):
-    """Pure functions of a configured search (compile them with `jax.jit` at the top).
+    """Pure functions of a configured search (compile them with `jax.jit` at the top, passing
+    `compiler_options=compiler_options()`, which matters on NVIDIA GPUs).
 
     Attributes:
         init: `init(batch_size) -> Tree`, empty trees.
@@ -140,16 +141,23 @@ def default_levels_per_iteration() -> int:
     (or, with `compiler_options()`, a graph node). Measured on an H100 with `bench/unroll.py`
     (tiny network, batch 1024, 64 simulations, `muzero_puct` and `gumbel`, othello and
     connect_four): 4 levels against 1 gave 1.30x to 1.71x with XLA's default GPU options and 1.10x
-    to 1.44x with `compiler_options()`; 2 and 8 levels did less well than 4 in both. On this
-    project's 2-core CPU two levels gave mixed results (0.88 to 1.07 over three runs), so the CPU
-    keeps one.
+    to 1.44x with `compiler_options()`; 2 levels did less well than 4 in every cell, and 8
+    (measured with `compiler_options()` only) less well or the same. On this project's 2-core CPU
+    two levels gave mixed results (0.88 to 1.07 over three runs), so the CPU keeps one.
     """
     return 1 if jax.default_backend() == "cpu" else 4
 
 
 #: XLA:GPU command types recorded into command buffers (CUDA graphs) by `compiler_options()`:
-#: XLA's defaults plus `CONDITIONAL` and `WHILE`.
+#: XLA's default list (as of JAX 0.11.2, jaxlib's CUDA 13 build) plus `CONDITIONAL` and `WHILE`.
+#: Spelled out because `jax.jit(compiler_options=...)` does not take XLA_FLAGS' `+WHILE` form.
 GPU_COMMAND_BUFFER = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE"
+
+
+def _is_cuda() -> bool:
+    """Whether JAX's first device is an NVIDIA GPU (its platform version names CUDA)."""
+    version = getattr(jax.devices()[0].client, "platform_version", "")
+    return "cuda" in str(version).lower()
 
 
 def compiler_options(backend: str | None = None) -> dict[str, str]:
@@ -157,23 +165,24 @@ def compiler_options(backend: str | None = None) -> dict[str, str]:
 
     On an NVIDIA GPU, XLA records the search's `while_loop`s and `cond`s into the program's CUDA
     graphs as well (`xla_gpu_enable_command_buffer`), so a loop iteration no longer returns to the
-    host for its condition: the searches of `bench/unroll.py`'s cells (H100, batch 1024, 64
-    simulations, tiny network) ran 1.35x to 2.1x faster (one or four levels per iteration) with
-    the same outputs, bit for bit. The
-    trainer's self-play (1.24x to 1.37x positions per second there), the arena and the play server
-    compile with these; pass them to your own `jit` of a search. They are not for every program:
-    PPO's update, whose loops are fixed-length scans, ran 0.57x to 0.70x as fast with them, so it
-    compiles without. Elsewhere (the CPU, ROCm, TPU) there is nothing to add: `{}`.
+    host for its condition. On an H100 (`bench/unroll.py`'s cells: batch 1024, 64 simulations,
+    tiny network; with and without the option timed in separate processes) the search ran 1.6x
+    to 2.1x faster at one level per iteration and 1.3x to 1.9x at four, with the same actions,
+    weights and depths (compared exactly in a scratch run there); the trainer's self-play
+    `collect` ran 1.24x to 1.37x faster (same process). The trainer's self-play, the arena (for
+    agents that search) and the play server compile with these; pass them to your own `jit` of
+    a search. They are not for every program: PPO's update, whose loops are fixed-length scans,
+    ran 0.57x to 0.70x as fast with them, so it compiles without. Elsewhere (the CPU, ROCm, TPU)
+    there is nothing to add: `{}`.
 
     Args:
-        backend: `"cpu"`, `"gpu"`, `"cuda"`, `"rocm"` or `"tpu"`; default: JAX's default backend
-            (`"gpu"` then counts as CUDA when the first device's platform version names CUDA).
+        backend: `"cpu"`, `"gpu"`, `"cuda"`, `"rocm"` or `"tpu"`; default: JAX's default backend.
+            `"gpu"` counts as CUDA when JAX's first device is an NVIDIA GPU.
     """
     if backend is None:
         backend = jax.default_backend()
-        if backend == "gpu":
-            version = str(getattr(jax.devices()[0].client, "platform_version", "")).lower()
-            backend = "cuda" if "cuda" in version else "gpu"
+    if backend == "gpu":
+        backend = "cuda" if _is_cuda() else "rocm"
     if backend != "cuda":
         return {}
     return {"xla_gpu_enable_command_buffer": GPU_COMMAND_BUFFER}

@@ -1,5 +1,9 @@
 """turbozero: vectorized AlphaZero and Anakin-style PPO in JAX."""
 
+from turbozero import xla_flags
+
+xla_flags.configure()  # must precede any JAX computation: XLA reads XLA_FLAGS once
+
 from turbozero.distributed import maybe_initialize_distributed
 
 maybe_initialize_distributed()  # must precede any JAX computation (multi-host runs only)

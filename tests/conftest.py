@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# (what XLA_FLAGS was before `import turbozero` added to it; see tests/test_xla_flags.py)
+os.environ.setdefault("TURBOZERO_SUITE_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 
 import jax
 import pytest

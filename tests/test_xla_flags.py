@@ -16,26 +16,24 @@ OPTION = f"{SMALL_LOOP_OPTION}={SMALL_LOOP_BYTES}"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
-def test_the_option_is_added_to_empty_or_other_flags():
+def test_the_option_is_added_as_a_flag_of_its_own():
     assert with_small_loop_kernels("") == f"--xla_backend_extra_options={OPTION}"
     assert with_small_loop_kernels("--xla_force_host_platform_device_count=4") == (
         f"--xla_force_host_platform_device_count=4 --xla_backend_extra_options={OPTION}"
     )
+    flags = '--xla_backend_extra_options="foo=1, bar=2" --b=4'  # the user's list is not edited
+    assert with_small_loop_kernels(flags) == f"{flags} --xla_backend_extra_options={OPTION}"
 
 
-def test_the_option_joins_an_existing_extra_options_list():
-    flags = "--a=1 --xla_backend_extra_options=foo=2,bar=3 --b=4"
-    assert with_small_loop_kernels(flags) == (
-        f"--a=1 --xla_backend_extra_options=foo=2,bar=3,{OPTION} --b=4"
-    )
-    assert with_small_loop_kernels("--xla_backend_extra_options=") == (
-        f"--xla_backend_extra_options={OPTION}"
-    )
-
-
-def test_a_value_the_user_chose_is_kept():
-    flags = f"--xla_backend_extra_options={SMALL_LOOP_OPTION}=0"
-    assert with_small_loop_kernels(flags) == flags
+def test_a_value_the_user_chose_and_a_flags_file_are_kept():
+    for flags in (
+        f"--xla_backend_extra_options={SMALL_LOOP_OPTION}=0",
+        f"--xla_backend_extra_options=foo=1,{SMALL_LOOP_OPTION}=1024 --b=2",
+        "/etc/xla.flags",
+    ):
+        assert with_small_loop_kernels(flags) == flags
+    named = f"--xla_dump_to=/tmp/{SMALL_LOOP_OPTION}"  # the name alone is not a chosen value
+    assert with_small_loop_kernels(named) == f"{named} --xla_backend_extra_options={OPTION}"
 
 
 def test_configure_changes_nothing_once_jax_has_started(monkeypatch):
@@ -49,7 +47,15 @@ def test_configure_changes_nothing_once_jax_has_started(monkeypatch):
     assert not xla_flags.configure(environ)  # already there
 
 
+def test_jax_counts_as_not_started_until_its_bridge_is_loaded(monkeypatch):
+    monkeypatch.delitem(sys.modules, "jax._src.xla_bridge")
+    assert not xla_flags._jax_started()
+
+
 def test_the_suite_runs_with_the_option_as_users_do():
+    chosen = os.environ.get("TURBOZERO_SUITE_XLA_FLAGS")  # flags the suite was started with
+    if chosen is not None and SMALL_LOOP_OPTION in chosen:
+        pytest.skip("the suite was started with a small-loop bound of its own")
     assert OPTION in os.environ.get("XLA_FLAGS", "")
 
 
@@ -68,6 +74,31 @@ def test_import_turbozero_compiles_small_loops_whole_unless_the_user_says_otherw
     env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
     env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run(
-        [sys.executable, "-c", SMALL_CALLS], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", SMALL_CALLS], env=env, capture_output=True, text=True
     )
+    assert out.returncode == 0, out.stderr
     assert (int(out.stdout.split()[-1]) > 0) == hoisted
+
+
+def test_the_search_walk_compiles_into_one_function_per_loop():
+    """docs/search.md's claim: with the option, the walk's loops (no scatter in them) are
+    compiled whole on the CPU; the backup's (scatters) are not."""
+    import jax
+
+    from turbozero import envs
+    from turbozero.search import make_search, muzero_puct
+
+    if jax.default_backend() != "cpu" or OPTION not in os.environ.get("XLA_FLAGS", ""):
+        pytest.skip("whole-loop kernels are an XLA:CPU feature turned on by the option")
+    env = envs.make("connect_four")
+
+    def eval_fn(params, observations, key):
+        B = observations.shape[0]
+        return jax.numpy.zeros((B, env.num_actions)), jax.numpy.zeros((B,))
+
+    search = make_search(env, eval_fn, selector=muzero_puct(), num_simulations=4, max_nodes=5)
+    states = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), 8))[0]
+    run = jax.jit(search.search)
+    text = run.lower(search.init(8), None, states, jax.random.PRNGKey(1)).compile().as_text()
+    whole = [line for line in text.splitlines() if "xla_cpu_small_call" in line]
+    assert any("closed_call/while" in line for line in whole)  # the walk, inside the simulation

@@ -5,27 +5,36 @@ a few dozen small operations pays a dispatch for each of them on every iteration
 `SmallWhileLoopHoistingPass` compiles such a loop into a single function instead (loops with
 scatters, sorts, custom calls or library fusions are never eligible), but only when the loop
 touches fewer bytes than `xla_cpu_small_while_loop_byte_threshold`, 1 KiB by default: a search's
-walk down a batch of trees touches more than that. `configure()` raises the bound so that those
-loops are compiled whole. Measured on the 2-core CPU (our search alone, best of 15 calls, the flag
-on and off in alternating processes, batch 64, 32 simulations, tiny network unless said):
-connect_four `muzero_puct` 421,000-464,000 -> 525,000-528,000 simulations/s, othello
-`muzero_puct` 137,000-138,000 -> 165,000-170,000, connect_four `gumbel` 494,000-534,000 ->
-556,000-570,000, othello `gumbel` with the 2x16 ResNet 38,100-38,300 -> 39,500-40,400, connect_four
-`puct` at batch 256 719,000-741,000 -> 771,000-775,000; the same actions, weights and depths
-(three rules, two games). Othello self-play (shallow `puct` walks) and PPO's update did not move
-beyond this machine's spread. The flag only reaches XLA:CPU; other backends ignore it.
+walk down a batch of trees touches more than that. `configure()` raises the bound (to 1e9 bytes,
+in effect no bound) so that those loops are compiled whole. Measured on the 2-core CPU (our
+search alone, best of 15 calls, the flag on and off in alternating processes, batch 64, 32
+simulations, tiny network unless said): connect_four `muzero_puct` 421,000-464,000 ->
+525,000-528,000 simulations/s, othello `muzero_puct` 137,000-138,000 -> 165,000-170,000,
+connect_four `gumbel` 494,000-534,000 -> 556,000-570,000, othello `gumbel` with the 2x16 ResNet
+38,100-38,300 -> 39,500-40,400, connect_four `puct` at batch 256 719,000-741,000 ->
+771,000-775,000, connect_four `muzero_puct` at batch 1024 unchanged; the same actions, weights and
+depths (three rules, two games). At larger batches XLA turns the walk's reductions into library
+(YNNPACK) fusions, which keeps those loops as they were (othello at batch 256; forcing them whole
+there made the search slower: 119,000-123,000 against 155,000-160,000 simulations/s). Othello
+self-play (shallow `puct` walks) and PPO's update did not move beyond this machine's spread.
+The flag only reaches XLA:CPU.
 
-Why a flag in a library: there is no per-program form (`jax.jit(compiler_options=...)` does not
-take XLA's `xla_backend_extra_options`), and XLA reads `XLA_FLAGS` once, when JAX starts its
-backends. `import turbozero` therefore calls `configure()`, which adds the option to `XLA_FLAGS`
-unless JAX has already started (then nothing changes) or `XLA_FLAGS` already names the option
-(the user's value wins; `...=0` turns the pass off).
+It applies to every JAX program of the process, the user's included, and, since it is written to
+`os.environ`, to child processes. Why a flag in a library: there is no per-program form
+(`jax.jit(compiler_options=...)` does not take XLA's `xla_backend_extra_options`), and XLA reads
+`XLA_FLAGS` once, when JAX starts its backends. `import turbozero` therefore calls `configure()`,
+which appends the option to `XLA_FLAGS` unless JAX has already started (then nothing changes:
+import turbozero before running JAX code of your own), `XLA_FLAGS` names a flags file, or it
+already sets the option: `--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024`
+keeps XLA's default, `...=0` turns the pass off.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
+import warnings
 from collections.abc import MutableMapping
 
 __all__ = ["SMALL_LOOP_BYTES", "SMALL_LOOP_OPTION", "configure", "with_small_loop_kernels"]
@@ -33,30 +42,32 @@ __all__ = ["SMALL_LOOP_BYTES", "SMALL_LOOP_OPTION", "configure", "with_small_loo
 SMALL_LOOP_OPTION = "xla_cpu_small_while_loop_byte_threshold"
 SMALL_LOOP_BYTES = 1_000_000_000
 
-_EXTRA = re.compile(r"--xla_backend_extra_options=(\S*)")
+_CHOSEN = re.compile(rf"(?<![\w]){SMALL_LOOP_OPTION}=")
 
 
 def with_small_loop_kernels(flags: str) -> str:
-    """`flags` (an `XLA_FLAGS` value) with `SMALL_LOOP_OPTION` set to `SMALL_LOOP_BYTES`, merged
-    into an existing `--xla_backend_extra_options` list; unchanged if it already names the option.
-    """
-    if SMALL_LOOP_OPTION in flags:
+    """`flags` (an `XLA_FLAGS` value) with `SMALL_LOOP_OPTION` set to `SMALL_LOOP_BYTES` by a
+    flag of its own (XLA merges repeated `--xla_backend_extra_options` into one list); unchanged
+    if it already sets the option or names a flags file (a value not starting with `-`)."""
+    if _CHOSEN.search(flags) or (flags.strip() and not flags.strip().startswith("-")):
         return flags
-    option = f"{SMALL_LOOP_OPTION}={SMALL_LOOP_BYTES}"
-    match = _EXTRA.search(flags)
-    if match is None:
-        return f"{flags} --xla_backend_extra_options={option}".strip()
-    merged = f"{match.group(1)},{option}" if match.group(1) else option
-    return flags[: match.start(1)] + merged + flags[match.end(1) :]
+    return f"{flags} --xla_backend_extra_options={SMALL_LOOP_OPTION}={SMALL_LOOP_BYTES}".strip()
 
 
 def _jax_started() -> bool:
-    try:
-        from jax._src import xla_bridge
-    except ImportError:  # pragma: no cover - JAX's layout moved: assume started, change nothing
+    """Whether JAX has started its backends (False while `jax._src.xla_bridge` is not loaded)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is None:
+        return False
+    started = getattr(bridge, "backends_are_initialized", None)
+    if started is None:  # JAX's layout moved: assume started and change nothing, but say so
+        warnings.warn(
+            "turbozero could not tell whether JAX has started; XLA_FLAGS left as it is",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return True
-    started = getattr(xla_bridge, "backends_are_initialized", None)
-    return True if started is None else bool(started())
+    return bool(started())
 
 
 def configure(environ: MutableMapping[str, str] | None = None) -> bool:

@@ -250,7 +250,10 @@ def main(argv: list[str] | None = None) -> None:
                             args.repeats,
                         )
                         t_ours, t_mctx = seconds["ours"], seconds["mctx"]
-                        t_floor = min(t for k, t in seconds.items() if k.startswith("floor"))
+                        floor_name = min(
+                            (k for k in seconds if k.startswith("floor")), key=seconds.__getitem__
+                        )
+                        t_floor = seconds[floor_name]
                         depth = ours(params, states, jax.random.PRNGKey(1))[2]
                         per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
                         base = base or per_sim
@@ -270,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
                                 "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
                                 "peer": PEER_NAME[peer],
                                 "ours_max_depth": round(float(jnp.mean(depth)), 2),
+                                "floor_program": floor_name,
                             }
                         )
 

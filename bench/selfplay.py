@@ -120,7 +120,8 @@ def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: 
         for name, call in calls.items():
             best[name] = min(best[name], best_time(call, repeats=1))
     t_collect, t_search = best["collect"], best["search"]
-    t_floor = min(t for name, t in best.items() if name.startswith("floor"))
+    floor_name = min((name for name in best if name.startswith("floor")), key=best.__getitem__)
+    t_floor = best[floor_name]
     positions = batch * steps
     return {
         "game": game,
@@ -130,6 +131,7 @@ def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: 
         "floor_positions_per_s": round(positions / t_floor, 1),
         "search_share": round(steps * t_search / t_collect, 3),
         "floor_ratio": round(t_collect / t_floor, 3),
+        "floor_program": floor_name,
         "selector": selector,
         "max_nodes": MAX_NODES,
         "steps": steps,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.subprocesses import pythonpath
 from turbozero import envs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,7 +159,7 @@ def test_two_processes_joined_by_jax_distributed_train_one_epoch_and_agree():
     for pid in range(2):
         env = dict(
             os.environ,
-            PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+            PYTHONPATH=pythonpath(),
             TURBOZERO_COORDINATOR=f"127.0.0.1:{port}",
             TURBOZERO_NUM_PROCESSES="2",
             TURBOZERO_PROCESS_ID=str(pid),

@@ -5,15 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.subprocesses import pythonpath
 from turbozero import xla_flags
 from turbozero.xla_flags import SMALL_LOOP_BYTES, SMALL_LOOP_OPTION, with_small_loop_kernels
 
 OPTION = f"{SMALL_LOOP_OPTION}={SMALL_LOOP_BYTES}"
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 def test_the_option_is_added_as_a_flag_of_its_own():
@@ -71,7 +70,7 @@ def test_import_turbozero_compiles_small_loops_whole_unless_the_user_says_otherw
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     if flags is not None:
         env["XLA_FLAGS"] = f"--xla_backend_extra_options={flags}"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = pythonpath()
     env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run(
         [sys.executable, "-c", SMALL_CALLS], env=env, capture_output=True, text=True

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.subprocesses import pythonpath
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SHARDED = textwrap.dedent(
@@ -48,11 +50,6 @@ SHARDED = textwrap.dedent(
 )
 
 
-def _pythonpath() -> str:
-    """The repository root (for `tests.`) ahead of the caller's own PYTHONPATH, if any."""
-    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-
-
 def _run(code: str, *args: str, devices: int = 1, timeout: int = 600) -> str:
     # the devices are emulated CPU devices, whatever accelerator the machine has
     env = dict(
@@ -60,7 +57,7 @@ def _run(code: str, *args: str, devices: int = 1, timeout: int = 600) -> str:
         XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
         JAX_PLATFORMS="cpu",
     )
-    env["PYTHONPATH"] = _pythonpath()
+    env["PYTHONPATH"] = pythonpath()
     proc = subprocess.run(
         [sys.executable, "-c", code, *args],
         env=env,
@@ -113,7 +110,7 @@ TRAIN_FOREVER = textwrap.dedent(
 
 def test_sigterm_finishes_the_step_saves_and_exits_zero(tmp_path):
     run = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=_pythonpath())
+    env = dict(os.environ, PYTHONPATH=pythonpath())
     proc = subprocess.Popen(
         [sys.executable, "-c", TRAIN_FOREVER, str(run)],
         env=env,
@@ -166,7 +163,7 @@ def test_a_save_killed_halfway_leaves_the_previous_checkpoint_loadable(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-c", SAVE_FOREVER, str(directory)],
         cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=_pythonpath()),
+        env=dict(os.environ, PYTHONPATH=pythonpath()),
         stdout=subprocess.PIPE,
         text=True,
     )

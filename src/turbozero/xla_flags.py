@@ -6,18 +6,19 @@ a few dozen small operations pays a dispatch for each of them on every iteration
 scatters, sorts, custom calls or library fusions are never eligible), but only when the loop
 touches fewer bytes than `xla_cpu_small_while_loop_byte_threshold`, 1 KiB by default: a search's
 walk down a batch of trees touches more than that. `configure()` raises the bound (to 1e9 bytes,
-in effect no bound) so that those loops are compiled whole. Measured on the 2-core CPU (our
-search alone, best of 15 calls, the flag on and off in alternating processes, batch 64, 32
-simulations, tiny network unless said): connect_four `muzero_puct` 421,000-464,000 ->
-525,000-528,000 simulations/s, othello `muzero_puct` 137,000-138,000 -> 165,000-170,000,
-connect_four `gumbel` 494,000-534,000 -> 556,000-570,000, othello `gumbel` with the 2x16 ResNet
-38,100-38,300 -> 39,500-40,400, connect_four `puct` at batch 256 719,000-741,000 ->
-771,000-775,000, connect_four `muzero_puct` at batch 1024 unchanged; the same actions, weights and
-depths (three rules, two games). At larger batches XLA turns the walk's reductions into library
-(YNNPACK) fusions, which keeps those loops as they were (othello at batch 256; forcing them whole
-there made the search slower: 119,000-123,000 against 155,000-160,000 simulations/s). Othello
-self-play (shallow `puct` walks) and PPO's update did not move beyond this machine's spread.
-The flag only reaches XLA:CPU.
+in effect no bound) so that those loops are compiled whole.
+
+Measured on the 2-core CPU with `bench/xla_flag.py` (our search alone, the flag on and off in
+alternating processes, two rounds, best of 15 calls each; 32 simulations, tiny network unless
+said), on/off: othello at batch 64 `muzero_puct` 1.31x, `gumbel` 1.14x, `gumbel` with the 2x16
+ResNet 1.04x; connect_four at batch 64 `muzero_puct` 1.12x, `gumbel` 1.00x; at batch 256 `puct`
+1.10x, `muzero_puct` 0.98x; at batch 1024 `puct` 0.99x, `muzero_puct` 1.07x. The outputs
+(actions, weights, depths) were the same each time. At larger batches XLA turns the walk's
+reductions into library (YNNPACK) fusions, which keeps those loops as they were (othello at
+batch 256; in a scratch run, forcing them whole there made the search slower). Othello
+self-play (shallow `puct` walks) did not move beyond this machine's spread (`bench/selfplay.py`
+with and without the flag, docs/benchmarks.md), nor did PPO's update in a scratch run. The flag
+only reaches XLA:CPU.
 
 It applies to every JAX program of the process, the user's included, and, since it is written to
 `os.environ`, to child processes. Why a flag in a library: there is no per-program form

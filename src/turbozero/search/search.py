@@ -141,8 +141,8 @@ def default_levels_per_iteration() -> int:
     (or, with `compiler_options()`, a graph node). Measured on an H100 with `bench/unroll.py`
     (tiny network, batch 1024, 64 simulations, `muzero_puct` and `gumbel`, othello and
     connect_four): 4 levels against 1 gave 1.30x to 1.71x with XLA's default GPU options and 1.10x
-    to 1.44x with `compiler_options()`; 2 levels did less well than 4 in every cell, and 8
-    (measured with `compiler_options()` only) less well or the same. On this project's 2-core CPU
+    to 1.44x with `compiler_options()`; 2 and 8 levels (8 measured with `compiler_options()` only)
+    did no better than 4 in any cell. On this project's 2-core CPU
     two levels gave mixed results (0.88 to 1.07 over three runs), so the CPU keeps one.
     """
     return 1 if jax.default_backend() == "cpu" else 4
@@ -169,11 +169,11 @@ def compiler_options(backend: str | None = None) -> dict[str, str]:
     tiny network; with and without the option timed in separate processes) the search ran 1.6x
     to 2.1x faster at one level per iteration and 1.3x to 1.9x at four, with the same actions,
     weights and depths (compared exactly in a scratch run there); the trainer's self-play
-    `collect` ran 1.24x to 1.37x faster (same process). The trainer's self-play, the arena (for
-    agents that search) and the play server compile with these; pass them to your own `jit` of
-    a search. They are not for every program: PPO's update, whose loops are fixed-length scans,
-    ran 0.57x to 0.70x as fast with them, so it compiles without. Elsewhere (the CPU, ROCm, TPU)
-    there is nothing to add: `{}`.
+    `collect` ran 1.24x to 1.37x faster (a scratch same-process A/B, not in `bench/`). The
+    trainer's self-play, the arena (for agents that search) and the play server compile with
+    these; pass them to your own `jit` of a search. They are not for every program: PPO's update,
+    whose loops are fixed-length scans, ran 0.57x to 0.70x as fast with them (a scratch run), so
+    it compiles without. Elsewhere (the CPU, ROCm, TPU) there is nothing to add: `{}`.
 
     Args:
         backend: `"cpu"`, `"gpu"`, `"cuda"`, `"rocm"` or `"tpu"`; default: JAX's default backend.

@@ -498,6 +498,33 @@ def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
     assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
 
 
+@pytest.mark.parametrize("name", ["puct", "gumbel"])
+def test_a_simulation_writes_the_tree_in_place_without_copying_it(name):
+    """The compiled search copies no `[B, N, ...]` tree array (only constants, when it builds
+    the empty trees): a copy per simulation would make its cost grow with `max_nodes`."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("the check reads XLA:CPU's compiled program")
+    import re
+
+    env = envs.make("connect_four")
+    B, N = 8, 37
+    s = make_search(
+        env,
+        linear_eval_fn(env.num_actions),
+        selector={"puct": puct, "gumbel": gumbel}[name](),
+        num_simulations=16,
+        max_nodes=N,
+    )
+    states = play(env, [3], batch=B)
+
+    def run(params, states, key):
+        return s.search(s.init(B), params, states, key)
+
+    text = jax.jit(run).lower(linear_params(env, 5), states, jax.random.PRNGKey(0))
+    copies = re.findall(rf"= \w+\[{B},{N}[,\]][^ ]* copy\((%[\w.-]+)\)", text.compile().as_text())
+    assert copies == [c for c in copies if c.startswith("%constant")]
+
+
 @pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
 @pytest.mark.parametrize(
     ("game", "moves", "batch"),

@@ -539,6 +539,12 @@ def make_search(
         def put(x, v):
             return x.at[b, new].set(v, mode="drop")
 
+        # The rows of games that do not expand are dropped by `put`; filling them with the
+        # parent's row makes the write read `parent_info`, so XLA orders it after that gather and
+        # updates `tree.node` in place. Without the dependence it copied the whole `[B, N, 2 + P]`
+        # array twice per simulation (a cost that grew with `max_nodes`).
+        node_rows = jnp.where(expand[:, None], new_info, parent_info)
+
         edges = put(tree.edges, new_edges)
         at_parent = jnp.where(expand, node, N)
         edges = edges.at[b, at_parent, CHILD, action].set(new.astype(jnp.float32), mode="drop")
@@ -550,7 +556,7 @@ def make_search(
             edges=edges,
             edge_stats=edge_stats,
             node_stats=put(tree.node_stats, jnp.zeros((B, 2), jnp.float32)),
-            node=put(tree.node, new_info),
+            node=put(tree.node, node_rows),
             links=put(tree.links, new_links),
             next_free=tree.next_free + expand.astype(jnp.int32),
         )

@@ -55,6 +55,17 @@ def best_time(fn: Callable[[], Any], *, repeats: int = 3) -> float:
     return best
 
 
+def interleaved_best_times(calls: dict[Any, Callable[[], Any]], repeats: int) -> dict[Any, float]:
+    """Best seconds per call of each of `calls` (no-argument functions) over `repeats` rounds.
+    Each round runs `best_time(repeats=1)` (a warm-up call, then a timed one) on every function
+    in turn, so that load from other processes on a shared machine hits them all alike."""
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(repeats):
+        for name, call in calls.items():
+            best[name] = min(best[name], best_time(call, repeats=1))
+    return best
+
+
 def floor_simulations(env, eval_fn, params, states, mask, logits, total, env_keys, key):
     """The floor's inner loop: `len(env_keys)` x (vmapped `env.step` + `eval_fn`), no tree.
 

@@ -28,7 +28,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import best_time, emit, machine
+from common import emit, interleaved_best_times, machine
 from search import make_net, random_positions
 from turbozero import envs
 from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
@@ -88,11 +88,10 @@ def main(argv: list[str] | None = None) -> None:
                 for nodes in args.nodes
                 for sims in (low, high)
             }
-            best = {name: float("inf") for name in calls}
-            for _ in range(args.repeats):  # in turns, so that outside load hits all alike
-                for name, fn in calls.items():
-                    seconds = best_time(lambda fn=fn: fn(params, states, key), repeats=1)
-                    best[name] = min(best[name], seconds)
+            best = interleaved_best_times(
+                {name: (lambda fn=fn: fn(params, states, key)) for name, fn in calls.items()},
+                args.repeats,
+            )
             first = None
             for nodes in args.nodes:
                 marginal = (best[nodes, high] - best[nodes, low]) / (high - low) * 1e6

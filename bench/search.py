@@ -31,7 +31,13 @@ import jax.numpy as jnp
 import mctx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, emit, floor_programs, floor_simulations, machine
+from common import (
+    emit,
+    floor_programs,
+    floor_simulations,
+    interleaved_best_times,
+    machine,
+)
 from turbozero import envs
 from turbozero.envs.core import Env
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params, make_eval_fn
@@ -178,21 +184,6 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int) -> dict[str, 
     return floor_programs(run)
 
 
-def interleaved_best_times(
-    fns: dict[str, Callable], params: Params, states: PyTree, repeats: int
-) -> dict[str, float]:
-    """Best seconds per call of each function over `repeats` rounds. Each round runs
-    `best_time(repeats=1)` (a warm-up call, then a timed one) on every function in turn, so
-    that load from other processes on a shared machine hits them all alike."""
-    key = jax.random.PRNGKey(1)
-    best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            seconds = best_time(lambda fn=fn: fn(params, states, key), repeats=1)
-            best[name] = min(best[name], seconds)
-    return best
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -228,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
             eval_fn, params = make_net(net, env, jax.random.PRNGKey(0))
             for batch in args.batch:
                 states = random_positions(env, batch, args.positions, jax.random.PRNGKey(2))
+                key = jax.random.PRNGKey(1)
                 peers: dict[tuple[str, int], Callable] = {}
                 floors: dict[int, dict[str, Callable]] = {}
                 for selector in args.selectors:
@@ -243,10 +235,12 @@ def main(argv: list[str] | None = None) -> None:
                         ours = make_ours(
                             env, eval_fn, selector=selector, num_simulations=sims, batch=batch
                         )
+                        fns = {"ours": ours, "mctx": peers[peer, sims], **floors[sims]}
                         seconds = interleaved_best_times(
-                            {"ours": ours, "mctx": peers[peer, sims], **floors[sims]},
-                            params,
-                            states,
+                            {
+                                name: (lambda fn=fn: fn(params, states, key))
+                                for name, fn in fns.items()
+                            },
                             args.repeats,
                         )
                         t_ours, t_mctx = seconds["ours"], seconds["mctx"]

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, emit, floor_programs, floor_simulations, machine
+from common import emit, floor_programs, floor_simulations, interleaved_best_times, machine
 from turbozero import envs
 from turbozero.alphazero.selfplay import make_selfplay
 from turbozero.envs.core import Env
@@ -113,12 +113,7 @@ def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: 
         "search": lambda: search_fn(state.tree, params, state.env_states, key, 1.0),
         **{name: (lambda fn=fn: fn(params, state.env_states, key)) for name, fn in floor.items()},
     }
-    # Rounds of one `best_time(repeats=1)` each, in turns, so that load from other processes on a
-    # shared machine hits them alike; the best of the rounds is kept.
-    best = {name: float("inf") for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            best[name] = min(best[name], best_time(call, repeats=1))
+    best = interleaved_best_times(calls, repeats)
     t_collect, t_search = best["collect"], best["search"]
     floor_name = min((name for name in best if name.startswith("floor")), key=best.__getitem__)
     t_floor = best[floor_name]

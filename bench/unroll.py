@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search as bench_search
-from common import best_time, emit, machine
+from common import emit, interleaved_best_times, machine
 from turbozero import envs
 
 
@@ -92,11 +92,9 @@ def main() -> None:
                                     f"# warning: outputs with 1 and {levels} levels differ",
                                     file=sys.stderr,
                                 )
-                        best = dict.fromkeys(order, float("inf"))
-                        for _ in range(args.repeats):
-                            for levels in order:
-                                t = best_time(calls[levels], repeats=1)
-                                best[levels] = min(best[levels], t)
+                        best = interleaved_best_times(
+                            {levels: calls[levels] for levels in order}, args.repeats
+                        )
                         for levels in levels_compared:
                             emit(
                                 {

@@ -12,7 +12,8 @@ are reported beside it.
 One JSON row per (game, selector, max_nodes): `{"game", "batch", "selector", "net",
 "max_nodes", "sims", "us_per_sim" (marginal, microseconds per simulation of the whole batch),
 "call_us_per_sim" (the call at the larger budget / its simulations), "growth" (us_per_sim / that
-of the smallest capacity in the group)}`.
+of the smallest capacity in the group; null if that one is not positive)}`. A marginal figure is
+a difference of two timings and spreads more than either between runs.
 
     python bench/nodes.py [--games connect_four othello] [--selectors puct gumbel]
         [--nodes 64 256 1024] [--sims 16 48] [--batch 64] [--net tiny] [--repeats 7]
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
     low, high = args.sims
+    args.nodes = sorted(set(args.nodes))  # growth is against the smallest capacity
     if not 1 <= low < high:
         parser.error("--sims A B needs 1 <= A < B")
     if min(args.nodes) < high + 1:
@@ -96,6 +98,12 @@ def main(argv: list[str] | None = None) -> None:
             for nodes in args.nodes:
                 marginal = (best[nodes, high] - best[nodes, low]) / (high - low) * 1e6
                 first = marginal if first is None else first
+                if marginal <= 0:
+                    print(
+                        f"# warning: {game} {selector} {nodes} nodes: the larger budget did not "
+                        "take longer (noise); raise --repeats or widen --sims",
+                        file=sys.stderr,
+                    )
                 emit(
                     {
                         "game": game,
@@ -106,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
                         "sims": [low, high],
                         "us_per_sim": round(marginal, 1),
                         "call_us_per_sim": round(best[nodes, high] / high * 1e6, 1),
-                        "growth": round(marginal / first, 3),
+                        "growth": round(marginal / first, 3) if first > 0 else None,
                     }
                 )
 

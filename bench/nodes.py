@@ -30,33 +30,14 @@ import jax
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit, interleaved_best_times, machine
-from search import make_net, random_positions
+from search import SELECTORS, make_net, make_ours, random_positions
 from turbozero import envs
-from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
-
-RULES = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}
-
-
-def make_call(env, eval_fn, *, selector: str, num_simulations: int, max_nodes: int, batch: int):
-    """`fn(params, states, key) -> actions`: our search from empty trees, compiled."""
-    search = make_search(
-        env,
-        eval_fn,
-        selector=RULES[selector](),
-        num_simulations=num_simulations,
-        max_nodes=max_nodes,
-    )
-
-    def run(params, states, key):
-        return search.search(search.init(batch), params, states, key)[1].action
-
-    return jax.jit(run, compiler_options=compiler_options())
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--games", nargs="+", default=["connect_four", "othello"])
-    parser.add_argument("--selectors", nargs="+", default=["puct", "gumbel"], choices=sorted(RULES))
+    parser.add_argument("--selectors", nargs="+", default=["puct", "gumbel"], choices=SELECTORS)
     parser.add_argument("--nodes", nargs="+", type=int, default=[64, 256, 1024])
     parser.add_argument("--sims", nargs=2, type=int, default=[16, 48])
     parser.add_argument("--batch", type=int, default=64)
@@ -79,13 +60,13 @@ def main(argv: list[str] | None = None) -> None:
         states = random_positions(env, args.batch, 6, jax.random.PRNGKey(2))
         for selector in args.selectors:
             calls = {
-                (nodes, sims): make_call(
+                (nodes, sims): make_ours(
                     env,
                     eval_fn,
                     selector=selector,
                     num_simulations=sims,
-                    max_nodes=nodes,
                     batch=args.batch,
+                    max_nodes=nodes,
                 )
                 for nodes in args.nodes
                 for sims in (low, high)

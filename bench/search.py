@@ -102,17 +102,19 @@ def make_ours(
     batch: int,
     levels_per_iteration: int | None = None,
     options: bool = True,
+    max_nodes: int | None = None,
 ):
     """`fn(params, states, key) -> (action, weights, max_depth)`: our search from empty trees,
     compiled (`max_depth [B]`: the deepest node each game's search reached), with
-    `compiler_options()` unless `options` is False."""
+    `compiler_options()` unless `options` is False; `max_nodes` defaults to
+    `num_simulations + 1` (mctx's fixed size)."""
     rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[selector]()
     search = make_search(
         env,
         eval_fn,
         selector=rule,
         num_simulations=num_simulations,
-        max_nodes=num_simulations + 1,
+        max_nodes=num_simulations + 1 if max_nodes is None else max_nodes,
         levels_per_iteration=levels_per_iteration,
     )
 

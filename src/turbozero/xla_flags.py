@@ -13,12 +13,14 @@ alternating processes, two rounds, best of 15 calls each; 32 simulations, tiny n
 said), on/off: othello at batch 64 `muzero_puct` 1.31x, `gumbel` 1.14x, `gumbel` with the 2x16
 ResNet 1.04x; connect_four at batch 64 `muzero_puct` 1.12x, `gumbel` 1.00x; at batch 256 `puct`
 1.10x, `muzero_puct` 0.98x; at batch 1024 `puct` 0.99x, `muzero_puct` 1.07x. The outputs
-(actions, weights, depths) were the same each time. At larger batches XLA turns the walk's
-reductions into library (YNNPACK) fusions, which keeps those loops as they were (othello at
-batch 256; in a scratch run, forcing them whole there made the search slower). Othello
-self-play (shallow `puct` walks) did not move beyond this machine's spread (`bench/selfplay.py`
-with and without the flag, docs/benchmarks.md), nor did PPO's update in a scratch run. The flag
-only reaches XLA:CPU.
+(actions, weights, depths) were the same each time. Once a float reduction's input has 4096
+elements or more, XLA turns it into a library (YNNPACK) fusion, which keeps the loop around it
+as it was (on othello, 65 actions, the full-batch part of the walk from batch 64 on; its
+quarter-batch tail is still compiled whole; in scratch runs, forcing those loops whole made the
+search slower, at batch 256 and at 64: docs/benchmarks.md). Othello self-play (shallow `puct`
+walks) did not move beyond this machine's spread (`bench/selfplay.py` with and without the flag,
+docs/benchmarks.md), nor did PPO's update in a scratch run. The flag only reaches
+XLA:CPU.
 
 It applies to every JAX program of the process, the user's included, and, since it is written to
 `os.environ`, to child processes. Why a flag in a library: there is no per-program form

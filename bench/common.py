@@ -12,6 +12,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from turbozero.search import gumbel, muzero_puct, puct
+
+#: The benchmarks' selectors by name (each built with its defaults).
+SELECTOR_RULES = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}
+
 
 def emit(row: dict[str, Any]) -> None:
     """Print one result row as a JSON line (scripts collect them with `grep '^{'`)."""

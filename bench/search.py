@@ -32,6 +32,7 @@ import mctx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
+    SELECTOR_RULES,
     emit,
     floor_programs,
     floor_simulations,
@@ -41,12 +42,12 @@ from common import (
 from turbozero import envs
 from turbozero.envs.core import Env
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params, make_eval_fn
-from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
+from turbozero.search import compiler_options, make_search
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 
 GAMES = ("connect_four", "othello")
 NETS = ("tiny", "resnet2x16", "resnet6x64")
-SELECTORS = ("puct", "muzero_puct", "gumbel")
+SELECTORS = tuple(SELECTOR_RULES)
 PEER = {"puct": "muzero", "muzero_puct": "muzero", "gumbel": "gumbel"}
 PEER_NAME = {"muzero": "mctx.muzero_policy", "gumbel": "mctx.gumbel_muzero_policy"}
 QUICK = dict(
@@ -108,7 +109,7 @@ def make_ours(
     compiled (`max_depth [B]`: the deepest node each game's search reached), with
     `compiler_options()` unless `options` is False; `max_nodes` defaults to
     `num_simulations + 1` (mctx's fixed size)."""
-    rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[selector]()
+    rule = SELECTOR_RULES[selector]()
     search = make_search(
         env,
         eval_fn,

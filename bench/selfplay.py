@@ -27,17 +27,23 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, floor_programs, floor_simulations, interleaved_best_times, machine
+from common import (
+    SELECTOR_RULES,
+    emit,
+    floor_programs,
+    floor_simulations,
+    interleaved_best_times,
+    machine,
+)
 from turbozero import envs
 from turbozero.alphazero.selfplay import make_selfplay
 from turbozero.envs.core import Env
 from turbozero.memory import make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, init_params, make_eval_fn
-from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
+from turbozero.search import compiler_options, make_search
 from turbozero.types import EvalFn
 
 GAMES = ("connect_four", "othello")
-SELECTORS = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}
 MAX_NODES = 64
 QUICK = dict(games=["connect_four"], batch=[64], sims=[32], steps=4, repeats=3)
 
@@ -87,7 +93,7 @@ def setup(game: str, batch: int, sims: int, steps: int, selector: str):
     search = make_search(
         env,
         eval_fn,
-        selector=SELECTORS[selector](),
+        selector=SELECTOR_RULES[selector](),
         num_simulations=sims,
         max_nodes=MAX_NODES,
     )
@@ -142,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", nargs="+", type=int, default=[64, 256])
     parser.add_argument("--sims", nargs="+", type=int, default=[32, 64])
     parser.add_argument("--steps", type=int, default=8, help="moves per compiled collect call")
-    parser.add_argument("--selector", default="puct", choices=sorted(SELECTORS))
+    parser.add_argument("--selector", default="puct", choices=sorted(SELECTOR_RULES))
     parser.add_argument(
         "--repeats", type=int, default=3, help="timed rounds (collect, search, floor in turn)"
     )

@@ -49,6 +49,13 @@ def floor_programs(run: Callable) -> dict[str, Callable]:
     return programs
 
 
+def fastest_floor(seconds: dict[str, float]) -> tuple[str, float]:
+    """The fastest of the `floor_programs` timed in `seconds` (keys starting with "floor"):
+    `(name, seconds)`."""
+    name = min((k for k in seconds if k.startswith("floor")), key=seconds.__getitem__)
+    return name, seconds[name]
+
+
 def best_time(fn: Callable[[], Any], *, repeats: int = 3) -> float:
     """Seconds of the fastest of `repeats` calls (results blocked on), after one warm-up call."""
     jax.block_until_ready(fn())

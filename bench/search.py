@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     SELECTOR_RULES,
     emit,
+    fastest_floor,
     floor_programs,
     floor_simulations,
     interleaved_best_times,
@@ -247,10 +248,7 @@ def main(argv: list[str] | None = None) -> None:
                             args.repeats,
                         )
                         t_ours, t_mctx = seconds["ours"], seconds["mctx"]
-                        floor_name = min(
-                            (k for k in seconds if k.startswith("floor")), key=seconds.__getitem__
-                        )
-                        t_floor = seconds[floor_name]
+                        floor_name, t_floor = fastest_floor(seconds)
                         depth = ours(params, states, jax.random.PRNGKey(1))[2]
                         per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
                         base = base or per_sim

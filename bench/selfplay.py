@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     SELECTOR_RULES,
     emit,
+    fastest_floor,
     floor_programs,
     floor_simulations,
     interleaved_best_times,
@@ -121,8 +122,7 @@ def bench(game: str, batch: int, sims: int, steps: int, selector: str, repeats: 
     }
     best = interleaved_best_times(calls, repeats)
     t_collect, t_search = best["collect"], best["search"]
-    floor_name = min((name for name in best if name.startswith("floor")), key=best.__getitem__)
-    t_floor = best[floor_name]
+    floor_name, t_floor = fastest_floor(best)
     positions = batch * steps
     return {
         "game": game,

@@ -20,10 +20,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import best_time, emit  # noqa: E402
+
 OFF = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024"
 
 
@@ -34,7 +36,6 @@ def child(game: str, batch: int, sims: int, net: str, selector: str, repeats: in
     import jax
     import numpy as np
 
-    sys.path.insert(0, str(HERE))
     import search as bench_search
     from turbozero import envs
 
@@ -44,11 +45,7 @@ def child(game: str, batch: int, sims: int, net: str, selector: str, repeats: in
     fn = bench_search.make_ours(env, eval_fn, selector=selector, num_simulations=sims, batch=batch)
     key = jax.random.PRNGKey(1)
     out = jax.device_get(fn(params, states, key))
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(params, states, key))
-        best = min(best, time.perf_counter() - t)
+    best = best_time(lambda: fn(params, states, key), repeats=repeats)
     digest = hashlib.sha256(b"".join(np.asarray(x).tobytes() for x in out)).hexdigest()
     print(json.dumps({"sims_per_s": round(batch * sims / best, 1), "digest": digest}))
 
@@ -96,20 +93,17 @@ def main() -> None:
                             print(
                                 f"# warning: outputs differ ({game}, {selector})", file=sys.stderr
                             )
-                        print(
-                            json.dumps(
-                                {
-                                    "game": game,
-                                    "batch": batch,
-                                    "simulations": sims,
-                                    "selector": selector,
-                                    "net": net,
-                                    "on_sims_per_s": rates["on"],
-                                    "off_sims_per_s": rates["off"],
-                                    "ratio": round(max(rates["on"]) / max(rates["off"]), 3),
-                                }
-                            ),
-                            flush=True,
+                        emit(
+                            {
+                                "game": game,
+                                "batch": batch,
+                                "simulations": sims,
+                                "selector": selector,
+                                "net": net,
+                                "on_sims_per_s": rates["on"],
+                                "off_sims_per_s": rates["off"],
+                                "ratio": round(max(rates["on"]) / max(rates["off"]), 3),
+                            }
                         )
 
 

@@ -27,6 +27,7 @@ SELECTORS = {
     "muzero_puct": lambda: muzero_puct(dirichlet_fraction=0.0),
     "gumbel": lambda: gumbel(gumbel_scale=0.0, max_num_considered_actions=9),
 }
+RULES = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}  # with their defaults
 
 
 @pytest.fixture(scope="module")
@@ -429,7 +430,7 @@ def test_walk_compaction_changes_no_result(connect_four, monkeypatch, name):
 
     states = jax.vmap(random_position)(keys)
     params = linear_params(connect_four, 3)
-    rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[name]()
+    rule = RULES[name]()
 
     def run():
         s = make_search(
@@ -512,7 +513,7 @@ def test_the_compiled_search_writes_its_trees_in_place_without_copying_them(name
     s = make_search(
         env,
         linear_eval_fn(env.num_actions),
-        selector={"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[name](),
+        selector=RULES[name](),
         num_simulations=16,
         max_nodes=N,
     )
@@ -543,7 +544,7 @@ def test_several_levels_per_loop_iteration_change_no_result(name, game, moves, b
     env = envs.make(game)
     states = play(env, moves, batch=batch)
     params = linear_params(env, 5)
-    rule = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}[name]()
+    rule = RULES[name]()
 
     def run(levels):
         s = make_search(

@@ -3,8 +3,9 @@
 Both searches use the pgx game itself as the model (through our environment adapter) and the same
 `eval_fn`; both get `max_nodes = simulations + 1`. Peers: `muzero_puct` and `puct` against
 `mctx.muzero_policy`, `gumbel` against `mctx.gumbel_muzero_policy`. The floor is the work no
-search can avoid: `simulations` iterations of one vmapped `env.step` and one `eval_fn` call on the
-batch, in a `lax.fori_loop` under `jit`, with no tree around them.
+search can avoid: the roots' `eval_fn` call, then `simulations` iterations of one vmapped
+`env.step` and one `eval_fn` call on the batch, in a `lax.fori_loop` under `jit`, with no tree
+around them (the same `simulations + 1` network calls and `simulations` steps as a search).
 
 One JSON row per (game, net, batch, selector, simulations). `*_sims_per_s` is
 `batch * simulations / seconds` of one compiled call (compile excluded, best of `--repeats`);
@@ -174,16 +175,22 @@ def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
 
 
 def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int) -> dict[str, Callable]:
-    """`{name: fn(params, states, key)}`: `num_simulations` x (vmapped env.step + eval_fn) from
-    the given states, no tree (`common.floor_simulations`), compiled by `common.floor_programs`
-    (time them all and keep the fastest)."""
+    """`{name: fn(params, states, key)}`: one `eval_fn` call on the given states (the roots),
+    then `num_simulations` x (vmapped env.step + eval_fn), no tree (`common.floor_simulations`),
+    compiled by `common.floor_programs` (time them all and keep the fastest)."""
 
     def run(params, states, key):
         mask = jax.vmap(env.metadata)(states).action_mask
-        B, A = mask.shape
+        B = mask.shape[0]
         env_keys = jax.random.split(key, (num_simulations, B))  # drawn ahead, as a search can
-        zeros = (jnp.zeros((B, A), jnp.float32), jnp.zeros((B,), jnp.float32))
-        return floor_simulations(env, eval_fn, params, states, mask, *zeros, env_keys, key)
+        # The roots' evaluation, which every search here makes before its first simulation (ours
+        # and mctx's alike): `simulations + 1` network calls in all. Its logits pick the first
+        # iteration's moves, so it cannot be dropped.
+        logits, value = eval_fn(params, jax.vmap(env.observe)(states), key)
+        logits = jnp.where(mask, logits.astype(jnp.float32), -1e9)
+        return floor_simulations(
+            env, eval_fn, params, states, mask, logits, value.astype(jnp.float32), env_keys, key
+        )
 
     return floor_programs(run)
 

@@ -66,10 +66,133 @@ def test_selectors_map_to_our_rules():
         action_selector=PUCTSelector(c=2.0),
     )
     assert ev2.selector().options["c_puct"] == 2.0
-    with pytest.raises(ValueError, match="num_simulations"):
-        AlphaZero(MCTS)(
-            eval_fn=make_nn_eval_fn(PolicyValueMLP(num_actions=3), lambda s: s),
-            num_iterations=0,
-            max_nodes=8,
-            branching_factor=3,
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_iterations": 0}, r"num_iterations must be in \[1, inf\]"),
+        ({"max_nodes": 1}, r"max_nodes must be in \[2, inf\]"),
+        ({"dirichlet_epsilon": 2.0}, r"dirichlet_epsilon must be in \[0, 1\]"),
+        ({"temperature": -1.0}, "temperature must be >= 0"),
+        ({"branching_factor": 0}, "branching_factor must be >= 1"),
+        ({"action_selector": PUCTSelector(c=-1.0)}, r"PUCTSelector\(c\) must be"),
+        ({"action_selector": MuZeroPUCTSelector(c1=0.0)}, r"MuZeroPUCTSelector\(c1\) must be"),
+    ],
+)
+def test_evaluator_errors_name_the_tutorial_arguments(kwargs, message):
+    from turbozero.nets import PolicyValueMLP
+    from turbozero.tutorial import MCTS, AlphaZero, make_nn_eval_fn
+
+    args = dict(
+        eval_fn=make_nn_eval_fn(PolicyValueMLP(num_actions=3), lambda s: s),
+        num_iterations=4,
+        max_nodes=8,
+        branching_factor=3,
+    )
+    with pytest.raises(ValueError, match=message):
+        AlphaZero(MCTS)(**{**args, **kwargs})
+
+
+def _ttt_trainer(**changes):
+    """A `Trainer` over pgx tic-tac-toe given as functions, as the tutorial writes them."""
+    import optax
+    import pgx
+
+    from turbozero.nets import PolicyValueMLP
+    from turbozero.tutorial import (
+        MCTS,
+        AlphaZero,
+        EpisodeReplayBuffer,
+        StepMetadata,
+        Trainer,
+        make_nn_eval_fn,
+    )
+
+    game = pgx.make("tic_tac_toe")
+
+    def metadata(s):
+        return StepMetadata(
+            rewards=s.rewards,
+            action_mask=s.legal_action_mask,
+            terminated=s.terminated,
+            cur_player_id=s.current_player,
+            step=s._step_count,
         )
+
+    def step(state, action):
+        state = game.step(state, action)
+        return state, metadata(state)
+
+    def init(key):
+        state = game.init(key)
+        return state, metadata(state)
+
+    nn = PolicyValueMLP(num_actions=9, hidden=(16,))
+    evaluator = AlphaZero(MCTS)(
+        eval_fn=make_nn_eval_fn(nn, lambda s: s.observation),
+        num_iterations=4,
+        max_nodes=8,
+        branching_factor=9,
+        action_selector=changes.pop("action_selector", PUCTSelector()),
+    )
+    args = dict(
+        batch_size=4,
+        train_batch_size=8,
+        env_step_fn=step,
+        env_init_fn=init,
+        state_to_nn_input_fn=lambda s: s.observation,
+        nn=nn,
+        optimizer=optax.adam(1e-3),
+        evaluator=evaluator,
+        memory_buffer=EpisodeReplayBuffer(capacity=16),
+        max_episode_steps=9,
+        collection_steps_per_epoch=9,
+        env_name="tic_tac_toe",
+    )
+    return Trainer(**{**args, **changes})
+
+
+def test_testers_refuse_zero_episodes():
+    from turbozero.tutorial import BaselineTester, TwoPlayerTester
+
+    for tester in (TwoPlayerTester, lambda n: BaselineTester("random", n)):
+        with pytest.raises(ValueError, match=r"num_episodes\) must be an int >= 1"):
+            tester(0)
+
+
+def test_trainer_records_its_selector_and_checks_data_transform_fns():
+    from turbozero.alphazero import square_symmetries
+    from turbozero.tutorial import BaselineTester
+
+    t = _ttt_trainer(action_selector=MuZeroPUCTSelector(c1=1.5, c2=100.0))
+    assert t.config.search.selector == "muzero_puct"
+    assert (t.config.search.pb_c_init, t.config.search.pb_c_base) == (1.5, 100.0)
+    assert _ttt_trainer(data_transform_fns=square_symmetries(3)).data_transform_fns
+    with pytest.raises(ValueError, match=r"data_transform_fns entry 0 \(square_symmetries\)"):
+        _ttt_trainer(data_transform_fns=[square_symmetries])
+    with pytest.raises(ValueError, match="of shapes"):
+        _ttt_trainer(data_transform_fns=[lambda obs, policy, mask: (obs, policy)])
+    with pytest.raises(ValueError, match="batch_size must be in"):
+        _ttt_trainer(batch_size=0)
+    with pytest.raises(ValueError, match="needs the built-in tic_tac_toe"):
+        _ttt_trainer(testers=[BaselineTester("perfect", 4)])
+
+
+def test_a_trainer_run_loads_from_python_with_its_game_and_network(tmp_path, capsys):
+    import jax
+
+    import turbozero
+    from turbozero.cli import main
+
+    t = _ttt_trainer(ckpt_dir=str(tmp_path / "run"))
+    t.train_loop(seed=0, num_epochs=1)
+    with pytest.raises(ValueError, match=r"load_agent\(path, env=\.\.\., module=\.\.\.\)"):
+        turbozero.load_agent(tmp_path / "run")
+    assert main(["eval", str(tmp_path / "run"), "--games", "2"]) == 2
+    assert "trainer.env" in capsys.readouterr().err
+    loaded = turbozero.load_agent(tmp_path / "run", env=t.env, module=t.nn)
+    states, _ = jax.vmap(t.env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    actions = loaded.act(states, jax.random.PRNGKey(1))
+    legal = jax.vmap(t.env.metadata)(states).action_mask
+    assert actions.shape == (2,) and bool(legal[jax.numpy.arange(2), actions].all())

@@ -16,11 +16,13 @@ from turbozero.types import EvalFn, StepMetadata
 __version__ = "0.1.0"
 
 
-def load_agent(path, num_simulations=None, temperature=0.0, *, which="best"):  # type: ignore[no-untyped-def]
+def load_agent(  # type: ignore[no-untyped-def]
+    path, num_simulations=None, temperature=0.0, *, which="best", env=None, module=None
+):
     """A ready agent from a run directory or checkpoint (see `turbozero.loading.load_agent`)."""
     from turbozero.loading import load_agent as _load
 
-    return _load(path, num_simulations, temperature, which=which)
+    return _load(path, num_simulations, temperature, which=which, env=env, module=module)
 
 
 __all__ = ["EvalFn", "StepMetadata", "__version__", "envs", "load_agent"]

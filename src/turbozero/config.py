@@ -144,6 +144,12 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
     sub = _config_class(hint)
     if sub is not None and isinstance(value, Mapping):
         return sub.from_dict(value, _prefix=name + ".")
+    if sub is not None and not isinstance(value, sub) and value is not None:
+        keys = [f.name for f in dataclasses.fields(sub)]
+        raise ConfigError(
+            f"{name} is a section, not a value (got {value!r}); set its keys instead, e.g. "
+            f"{name}.{keys[0]}=...; its keys: {keys}"
+        )
     origin = typing.get_origin(hint)
     if origin is tuple and isinstance(value, list | tuple):
         return tuple(value)

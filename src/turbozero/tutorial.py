@@ -12,9 +12,11 @@ testers that run every `eval_every` epochs work.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -47,6 +49,42 @@ __all__ = [
     "az_default_loss_fn",
     "make_nn_eval_fn",
 ]
+
+
+# -- errors in the tutorial's names -------------------------------------------------------------
+#: The settings' names in the typed configs, and the tutorial arguments they come from.
+EVALUATOR_NAMES = {
+    "search.num_simulations": "num_iterations",
+    "search.max_nodes": "max_nodes",
+    "search.dirichlet_alpha": "dirichlet_alpha",
+    "search.dirichlet_fraction": "dirichlet_epsilon",
+    "search.discount": "discount",
+    "search.max_num_considered_actions": "GumbelSelector(max_num_considered_actions)",
+    "search.c_puct": "PUCTSelector(c)",
+    "c_puct": "PUCTSelector(c)",
+    "pb_c_init": "MuZeroPUCTSelector(c1)",
+    "pb_c_base": "MuZeroPUCTSelector(c2)",
+    "dirichlet_fraction": "dirichlet_epsilon",
+}
+TRAINER_NAMES = {
+    "num_games": "batch_size",
+    "memory_capacity": "memory_buffer.capacity",
+}
+
+
+@contextlib.contextmanager
+def _tutorial_names(names: dict[str, str]) -> Iterator[None]:
+    """Re-raise a `ValueError` from the typed configs or factories with the tutorial's argument
+    names in its message (`search.num_simulations` -> `num_iterations`)."""
+    try:
+        yield
+    except ValueError as err:
+        message = str(err)
+        for ours, theirs in names.items():
+            message = re.sub(rf"(?<![\w.]){re.escape(ours)}(?!\w)", theirs, message)
+        if message == str(err):
+            raise
+        raise type(err)(message) from None
 
 
 # -- selectors ---------------------------------------------------------------------------------
@@ -115,7 +153,40 @@ class _AlphaZeroEvaluator:
     def __post_init__(self) -> None:
         if not isinstance(self.eval_fn, NNEvalFn):
             raise TypeError("eval_fn must come from make_nn_eval_fn(nn, state_to_nn_input_fn)")
-        SearchConfig(num_simulations=self.num_iterations, max_nodes=self.max_nodes)  # validates
+        if isinstance(self.branching_factor, bool) or not isinstance(self.branching_factor, int):
+            raise ValueError(f"branching_factor must be an int >= 1, got {self.branching_factor!r}")
+        if self.branching_factor < 1:
+            raise ValueError(f"branching_factor must be >= 1, got {self.branching_factor}")
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        with _tutorial_names(EVALUATOR_NAMES):
+            self.search_config()  # validates the search settings
+            self.selector()  # and the selector's
+
+    def search_config(self) -> SearchConfig:
+        """These settings as the trainer's `SearchConfig` (the selector's included, so that a
+        run directory records the rule it was trained with)."""
+        s = self.action_selector
+        rule: dict[str, Any] = {}
+        if isinstance(s, PUCTSelector):
+            rule = {"selector": "puct", "c_puct": s.c}
+        elif isinstance(s, MuZeroPUCTSelector):
+            rule = {"selector": "muzero_puct", "pb_c_init": s.c1, "pb_c_base": s.c2}
+        elif isinstance(s, GumbelSelector):
+            rule = {
+                "selector": "gumbel",
+                "max_num_considered_actions": s.max_num_considered_actions,
+                "gumbel_scale": s.gumbel_scale,
+            }
+        return SearchConfig(
+            num_simulations=self.num_iterations,
+            max_nodes=self.max_nodes,
+            discount=self.discount,
+            dirichlet_alpha=self.dirichlet_alpha,
+            dirichlet_fraction=self.dirichlet_epsilon,
+            reuse=None if self.persist_tree else False,
+            **rule,
+        )
 
     def selector(self) -> Selector:
         s = self.action_selector
@@ -168,11 +239,21 @@ def az_default_loss_fn(params, batch, *, apply_fn, l2_reg_lambda: float = 1e-4, 
 
 
 # -- testers -----------------------------------------------------------------------------------
+def _check_episodes(tester: Any) -> None:
+    n = tester.num_episodes
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{type(tester).__name__}(num_episodes) must be an int >= 1, got {n!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class TwoPlayerTester:
-    """The current network against the best so far, `num_episodes` games."""
+    """The current network against the best so far, `num_episodes` games (rounded up to even:
+    each side plays first in half)."""
 
     num_episodes: int = 32
+
+    def __post_init__(self) -> None:
+        _check_episodes(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +262,9 @@ class BaselineTester:
 
     opponent: str = "random"
     num_episodes: int = 32
+
+    def __post_init__(self) -> None:
+        _check_episodes(self)
 
 
 class ApproxEloTester:
@@ -267,26 +351,68 @@ class Trainer:
                 opponents.append("best")
                 eval_games = max(eval_games, t.num_episodes + t.num_episodes % 2)
             elif isinstance(t, BaselineTester):
+                if t.opponent == "perfect":
+                    raise ValueError(
+                        "BaselineTester('perfect') needs the built-in tic_tac_toe game (`turbozero "
+                        "train tic_tac_toe`, or train(config) with env='tic_tac_toe'), whose "
+                        "positions it solves; a Trainer's game is given as functions. Use "
+                        "'random' or 'mcts:N' here."
+                    )
                 opponents.append(t.opponent)
                 eval_games = max(eval_games, t.num_episodes + t.num_episodes % 2)
             elif isinstance(t, ApproxEloTester):
                 elo_pool, elo_games = t.num_opponents, t.episodes_per_opponent
             else:
                 raise TypeError(f"unknown tester {t!r}")
-        self.config = AlphaZeroConfig(
+        with _tutorial_names(TRAINER_NAMES):
+            self.config = self._config(
+                batch_size=batch_size,
+                train_batch_size=train_batch_size,
+                max_episode_steps=max_episode_steps,
+                memory_capacity=memory_buffer.capacity,
+                warmup_steps=warmup_steps,
+                collection_steps_per_epoch=collection_steps_per_epoch,
+                train_steps_per_epoch=train_steps_per_epoch,
+                eval_games=eval_games,
+                opponents=opponents,
+                elo_pool=elo_pool,
+                elo_games=elo_games,
+                wandb_project_name=wandb_project_name,
+                seed=seed,
+            )
+        if self.data_transform_fns:
+            from turbozero.alphazero.augment import check_augment_fns
+
+            with _tutorial_names({"augmentation": "data_transform_fns entry"}):
+                check_augment_fns(self.env, self.data_transform_fns)
+
+    def _config(
+        self,
+        *,
+        batch_size: int,
+        train_batch_size: int,
+        max_episode_steps: int,
+        memory_capacity: int,
+        warmup_steps: int,
+        collection_steps_per_epoch: int,
+        train_steps_per_epoch: int,
+        eval_games: int,
+        opponents: list[str],
+        elo_pool: int,
+        elo_games: int,
+        wandb_project_name: str,
+        seed: int,
+    ) -> AlphaZeroConfig:
+        evaluator = self.evaluator
+        return AlphaZeroConfig(
             env=self.env.name,
             seed=seed,
             num_games=batch_size,
-            search=SearchConfig(
-                num_simulations=evaluator.num_iterations,
-                max_nodes=evaluator.max_nodes,
-                discount=evaluator.discount,
-                reuse=None if evaluator.persist_tree else False,
-            ),
+            search=evaluator.search_config(),
             temperature=evaluator.temperature,
             temperature_moves=max_episode_steps if evaluator.temperature > 0 else 0,
             max_episode_steps=max_episode_steps,
-            memory_capacity=memory_buffer.capacity,
+            memory_capacity=memory_capacity,
             train_batch_size=train_batch_size,
             warmup_steps=warmup_steps,
             collection_steps_per_epoch=collection_steps_per_epoch,

@@ -83,3 +83,51 @@ def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     assert main(["eval", str(run), "--vs", "random", "--games", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["opening_moves"] == 2 and out["wins"] + out["draws"] + out["losses"] == 2
+
+
+def test_zero_simulations_are_refused_not_read_as_the_default(full_run, capsys):
+    import turbozero
+    from turbozero.cli import main
+
+    run, _ = full_run
+    with pytest.raises(ValueError, match="num_simulations must be an int >= 1"):
+        turbozero.load_agent(run, 0)
+    for flag, value in (("--simulations", "0"), ("--games", "0"), ("--opening-moves", "-1")):
+        assert main(["eval", str(run), flag, value]) == 2
+        assert f"error: {flag} must be" in capsys.readouterr().err
+
+
+def test_a_refused_setting_leaves_no_run_directory_behind(tmp_path):
+    run = tmp_path / "refused"
+    bad = CFG.with_overrides(["search.selector=gumbel", "search.reuse=true"])
+    with pytest.raises(ValueError, match="reuse"):
+        train(bad, run, progress=False)
+    assert not run.exists()
+    # so the corrected command runs in the same place (no "already exists")
+    good = CFG.with_overrides(["num_epochs=1", "eval_opponents=random", "elo_pool_size=0"])
+    assert train(good, run, progress=False)["epochs"] == 1
+
+
+def test_cli_reports_refused_settings_in_one_error_line(tmp_path, capsys):
+    from turbozero.cli import main
+
+    assert main(["config", "tic_tac_toe", "--set", "search=3"]) == 2
+    assert "search is a section" in capsys.readouterr().err
+    assert main(["train", "tic_tac_toe", "--resume"]) == 2
+    assert "--resume needs --out" in capsys.readouterr().err
+    out = tmp_path / "gumbel"
+    args = ["--set", "search.selector=gumbel", "--set", "search.reuse=true", "--out", str(out)]
+    assert main(["train", "tic_tac_toe", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: reuse=True is not supported") and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_plot_of_a_run_without_metrics_says_so(tmp_path, capsys):
+    from turbozero.cli import main
+
+    rd = RunDir(tmp_path / "empty")
+    rd.create()
+    rd.write_json("config.json", {"algorithm": "alphazero", "config": CFG.to_dict()})
+    assert main(["plot", str(rd.path)]) == 2
+    assert "has no metrics yet" in capsys.readouterr().err

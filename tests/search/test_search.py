@@ -365,6 +365,18 @@ def test_negative_temperature_and_wrong_policy_size_are_refused(tic_tac_toe):
         bad.search(bad.init(1), None, states, jax.random.PRNGKey(0))
 
 
+def test_trees_and_states_of_different_batch_sizes_are_refused(tic_tac_toe):
+    s = make_search(
+        tic_tac_toe, uniform_eval_fn(9), selector=puct(), num_simulations=2, max_nodes=4
+    )
+    states = play(tic_tac_toe, [], batch=2)
+    with pytest.raises(ValueError, match=r"\[2\] games .* made for 3"):
+        s.search(s.init(3), None, states, jax.random.PRNGKey(0))
+    for bad in (0, -1, 2.0):
+        with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+            s.init(bad)
+
+
 def _codec_env(state):
     """A stand-in Env whose `init` returns `state` (the codec only reads `init`'s shapes)."""
     import dataclasses

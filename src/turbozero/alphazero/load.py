@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 
+from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.trainer import AlphaZeroSystem, make_alphazero, make_selector
 from turbozero.arena import Agent, alphazero_agent
@@ -53,24 +54,53 @@ def load_agent(
     temperature: float = 0.0,
     *,
     which: str = "best",
+    env: Env | None = None,
+    module: Any = None,
 ) -> LoadedAgent:
     """The agent of a run directory (its best checkpoint, or latest with `which="latest"`).
 
     Args:
         path: a run directory, or a checkpoint step directory inside `checkpoints/` or `best/`.
-        num_simulations: search simulations per move (default: the run's evaluation setting).
+        num_simulations: search simulations per move, >= 1 (default: the run's evaluation
+            setting).
         temperature: 0 plays the best move; > 0 samples from the search policy.
         which: "best" or "latest" (ignored when `path` names a checkpoint).
+        env, module: the game and the flax network the run was trained with, for runs whose
+            game or network was given from Python (the tutorial's `Trainer`, `train(parts=...)`):
+            a run directory records only the config, which names neither.
+
+    Raises:
+        ValueError: for out-of-range arguments, or a run whose game was given from Python when
+            `env` is not passed.
     """
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    if num_simulations is not None and (
+        isinstance(num_simulations, bool)
+        or not isinstance(num_simulations, int)
+        or num_simulations < 1
+    ):
+        raise ValueError(
+            "num_simulations must be an int >= 1 (None: the run's setting), "
+            f"got {num_simulations!r}"
+        )
     p = Path(path)
     rd = find_run_dir(p)
     saved = rd.read_json("config.json")
     if saved.get("algorithm") != "alphazero":
         raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run; use turbozero.load_agent")
     cfg = AlphaZeroConfig.from_dict(saved["config"])
-    az = make_alphazero(cfg)
+    if env is None:
+        try:
+            env = envs.make(cfg.env)
+        except ValueError as err:
+            raise ValueError(
+                f"{rd.path} was trained on {cfg.env!r}, a game this run directory cannot rebuild "
+                f"({err}); if it was given from Python, load the run from Python with "
+                "turbozero.load_agent(path, env=..., module=...), passing the same game and flax "
+                "network (for the tutorial's Trainer: trainer.env and trainer.nn)"
+            ) from None
+    az = make_alphazero(cfg, env=env, module=module)
     example = az.env.observe(az.env.init(jax.random.PRNGKey(0))[0])
     like = init_params(az.module, example, jax.random.PRNGKey(0))
     step: int | None = None

@@ -60,6 +60,12 @@ def train(
     """
     maybe_initialize_distributed()
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
+    # Everything that can refuse the configuration (the game's id, the search's settings, the
+    # devices, the evaluation opponents) is built before the run directory is, so a refused
+    # setting leaves nothing behind that would block the corrected command.
+    az = make_alphazero(config, **(parts or {}))
+    sharder = Sharder(config)
+    evaluator = Evaluator(az)
     rd = RunDir(run_dir or default_run_dir(preset))
     if not primary:
         rd.path.mkdir(parents=True, exist_ok=True)
@@ -84,9 +90,7 @@ def train(
             "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
         )
     cfg = config
-    az = make_alphazero(cfg, **(parts or {}))
     env = az.env
-    sharder = Sharder(cfg)
     state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
     state = sharder.jit_init(az.init)(jax.random.PRNGKey(cfg.seed))
     costs = {
@@ -113,7 +117,6 @@ def train(
     best_ckpt = Checkpointer(rd.path / "best", keep=1)
     collect = sharder.jit_step(az.collect, state_shape, compiler_options=compiler_options())
     train_steps = sharder.jit_step(az.train_steps, state_shape)
-    evaluator = Evaluator(az)
     eval_metrics: dict[str, Any] = {}
     wall0 = 0.0
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from turbozero import envs, struct
-from turbozero.alphazero.augment import horizontal_flip, square_symmetries
+from turbozero.alphazero.augment import check_augment_fns, horizontal_flip, square_symmetries
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
@@ -145,6 +145,7 @@ def make_alphazero(
     )
     if augment_fns is not None:
         augment = list(augment_fns)
+        check_augment_fns(env, augment)
     else:
         augment = augmentations(env) if cfg.augment else []
     copies = 1 + len(augment)

@@ -208,6 +208,7 @@ def train_ppo(
     """
     config, preset = _resolve_config(config, preset)
     cfg = config
+    ppo = make_ppo(cfg)  # before the run directory: a refused setting leaves nothing behind
     rd = RunDir(run_dir or default_run_dir(preset))
     if resume:
         rd.create(resume=True)
@@ -223,7 +224,6 @@ def train_ppo(
             "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": cfg.to_dict()}
         )
     last_epoch = cfg.num_evals if num_evals is None else min(int(num_evals), cfg.num_evals)
-    ppo = make_ppo(cfg)
     seeds = cfg.num_seeds
     update = jax.jit(jax.vmap(ppo.update))
     evaluate = jax.jit(jax.vmap(ppo.evaluate))

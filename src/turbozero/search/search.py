@@ -358,6 +358,8 @@ def make_search(
         return edges, info, own
 
     def init(batch_size: int) -> Tree:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         return init_tree(env, batch_size=batch_size, max_nodes=max_nodes)
 
     def evaluate_empty_roots(params, env_states, empty, key) -> tuple[Array, Array]:
@@ -638,6 +640,12 @@ def make_search(
         return tree, out
 
     def checked_search(tree: Tree, params, env_states, key, temperature=0.0):
+        games = {int(x.shape[0]) if x.ndim else 0 for x in jax.tree_util.tree_leaves(env_states)}
+        if games != {tree.batch_size}:
+            raise ValueError(
+                f"env_states hold {sorted(games)} games along their leading axis, but the trees "
+                f"were made for {tree.batch_size} (search.init(batch_size))"
+            )
         if not isinstance(temperature, jax.core.Tracer):
             t = jnp.asarray(temperature)
             if not isinstance(t, jax.core.Tracer) and bool(jnp.any(t < 0)):

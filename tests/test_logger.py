@@ -44,3 +44,10 @@ def test_a_disabled_logger_writes_nothing(tmp_path):
     with MetricsLogger(rd, total_epochs=1, progress=False, enabled=False) as log:
         log.epoch({"epoch": 1, "env_steps": 1, "wall_seconds": 0.1})
     assert rd.read_metrics() == []
+
+
+def test_an_epoch_without_training_says_it_waited_for_positions(tmp_path, capsys):
+    rd = RunDir(tmp_path / "run").create()
+    with MetricsLogger(rd, total_epochs=1, progress=False) as log:
+        log.epoch({"epoch": 1, "env_steps": 8, "wall_seconds": 1.0, "waiting_for_positions": True})
+    assert "'waiting_for_positions': 'True'" in capsys.readouterr().out

@@ -13,6 +13,7 @@ SHOWN = (
     "policy_loss",
     "value_loss",
     "positions_per_s",
+    "waiting_for_positions",  # no training step this epoch: too few finished positions yet
     "eval/score",
     "eval/return",
     "elo",

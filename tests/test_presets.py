@@ -35,3 +35,28 @@ def test_every_preset_config_is_valid_and_described(name):
 def test_misspelt_preset_gets_a_suggestion():
     with pytest.raises(ConfigError, match="Did you mean 'connect_four'"):
         get_preset("conect_four")
+
+
+def test_config_values_of_the_wrong_type_are_refused_naming_the_key():
+    import dataclasses
+
+    import pytest
+
+    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig
+    from turbozero.config import ConfigError
+    from turbozero.ppo import make_ppo
+
+    base = AlphaZeroConfig()
+    for key, value, message in [
+        ("num_games", 2.5, "num_games must be an int"),
+        ("learning_rate", "0.1", "learning_rate must be a number"),
+        ("eval_opponents", "random", "eval_opponents must be a tuple"),
+        ("augment", 1, "augment must be True or False"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            dataclasses.replace(base, **{key: value})
+    with pytest.raises(ConfigError, match="hidden must be a tuple"):
+        NetworkConfig(hidden=64)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="num_envs must be an int"):
+        make_ppo(env="gymnax:CartPole-v1", num_envs=2.5)
+    assert dataclasses.replace(base, learning_rate=1).learning_rate == 1  # an int is a number

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import numbers
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -63,6 +64,9 @@ class Config:
     """Base of every typed config: validation, dict round trip and overrides."""
 
     def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            _check_type(f.name, hints[f.name], getattr(self, f.name))
         self.validate()
 
     def validate(self) -> None:
@@ -129,6 +133,51 @@ class Config:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+def _check_type(name: str, hint: Any, value: Any) -> None:
+    """Raise `ConfigError` unless `value` has the field's declared type (ints for int fields,
+    numbers for float fields, tuples for tuple fields), so that a wrong type is refused here,
+    naming the key, rather than deep inside a compiled program."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                _check_type(name, arg, value)
+                return
+            except ConfigError as err:
+                errors.append(err)
+        if errors:
+            raise errors[0]
+        return
+    if hint is bool:
+        ok = isinstance(value, bool)
+        want = "True or False"
+    elif hint is int:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        want = "an int"
+    elif hint is float:
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        want = "a number"
+    elif hint is str:
+        ok = isinstance(value, str)
+        want = "a string"
+    elif origin is tuple:
+        ok = isinstance(value, tuple)
+        want = "a tuple (on the command line: a comma list, e.g. 64,64)"
+        if ok and args and (len(args) == 1 or args[-1] is Ellipsis):
+            for item in value:
+                _check_type(name, args[0], item)
+    else:
+        return
+    if not ok:
+        raise ConfigError(f"{name} must be {want}, got {value!r}")
 
 
 def _config_class(hint: Any) -> type[Config] | None:

@@ -321,6 +321,106 @@ def test_a_network_giving_nan_values_never_makes_the_search_step_an_illegal_move
     assert int(out.action[0]) not in (0, 4, 8)
 
 
+@pytest.mark.parametrize("bad", ["value", "logits"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_gumbel_with_a_nan_network_never_chooses_an_illegal_move(tic_tac_toe, bad, temperature):
+    def eval_fn(params, obs, key):
+        B = obs.shape[0]
+        logits = jnp.full((B, 9), jnp.nan) if bad == "logits" else jnp.zeros((B, 9))
+        value = jnp.full((B,), jnp.nan) if bad == "value" else jnp.zeros((B,))
+        return logits, value
+
+    s = make_search(
+        tic_tac_toe,
+        eval_fn,
+        selector=gumbel(max_num_considered_actions=4),
+        num_simulations=8,
+        max_nodes=9,
+    )
+    states = play(tic_tac_toe, [0, 4], batch=2)  # squares 0 and 4 are taken
+    _, out = s.search(s.init(2), None, states, jax.random.PRNGKey(0), temperature)
+    assert not set(np.asarray(out.action).tolist()) & {0, 4}
+
+
+def test_high_temperature_never_samples_a_move_with_zero_weight(tic_tac_toe):
+    s = make_search(
+        tic_tac_toe,
+        uniform_eval_fn(9),
+        selector=puct(dirichlet_fraction=0.0),
+        num_simulations=3,
+        max_nodes=4,
+    )
+    states = play(tic_tac_toe, [], batch=16)
+    run = jax.jit(s.search)
+    for seed in range(4):
+        _, out = run(s.init(16), None, states, jax.random.PRNGKey(seed), 100.0)
+        chosen = np.take_along_axis(
+            np.asarray(out.action_weights), np.asarray(out.action)[:, None], 1
+        )
+        assert np.all(chosen > 0)  # 3 simulations visit 3 of the 9 moves: the others never
+
+
+def test_a_tree_whose_root_allows_other_moves_is_started_afresh(tic_tac_toe):
+    """A kept tree that does not belong to the given states (e.g. a reset forgotten after an
+    episode ended) is not searched: its row starts afresh, so no illegal move is played."""
+    params = linear_params(tic_tac_toe, seed=5, scale=1.0)
+    s = make_search(
+        tic_tac_toe,
+        linear_eval_fn(9),
+        selector=puct(dirichlet_fraction=0.0),
+        num_simulations=16,
+        max_nodes=40,
+    )
+    run = jax.jit(s.search)
+    tree, out = run(s.init(8), params, play(tic_tac_toe, [4], batch=8), jax.random.PRNGKey(0))
+    tree = s.advance(tree, out.action)
+    other = play(tic_tac_toe, [4, 6, 0, 1, 2], batch=8)  # not the position the tree advanced to
+    tree, out = run(tree, params, other, jax.random.PRNGKey(1))
+    taken = [4, 6, 0, 1, 2]
+    assert not set(np.asarray(out.action).tolist()) & set(taken)
+    assert float(out.action_weights[:, jnp.array(taken)].sum()) == 0.0
+    assert np.all(np.asarray(out.visit_counts).sum(axis=1) == 16)  # a fresh tree's 16
+
+
+def test_a_search_that_does_not_reuse_trees_starts_afresh_on_every_call(tic_tac_toe):
+    params = linear_params(tic_tac_toe, seed=5, scale=1.0)
+    g = make_search(
+        tic_tac_toe,
+        linear_eval_fn(9),
+        selector=gumbel(max_num_considered_actions=4),
+        num_simulations=8,
+        max_nodes=9,
+    )
+    states = play(tic_tac_toe, [4], batch=4)
+    t1, o1 = g.search(g.init(4), params, states, jax.random.PRNGKey(0))
+    t2, o2 = g.search(t1, params, states, jax.random.PRNGKey(0))  # no advance in between
+    np.testing.assert_array_equal(np.asarray(o1.visit_counts), np.asarray(o2.visit_counts))
+    np.testing.assert_array_equal(np.asarray(o1.action), np.asarray(o2.action))
+    assert int(o2.full_events.sum()) == 0
+
+
+def test_actions_and_temperatures_of_the_wrong_shape_are_refused(tic_tac_toe):
+    s = make_search(
+        tic_tac_toe, uniform_eval_fn(9), selector=puct(), num_simulations=2, max_nodes=4
+    )
+    states = play(tic_tac_toe, [], batch=4)
+    with pytest.raises(ValueError, match=r"temperature must be a scalar or have shape \(4,\)"):
+        s.search(s.init(4), None, states, jax.random.PRNGKey(0), jnp.ones((3,)))
+    with pytest.raises(ValueError, match=r"action must have shape \(4,\)"):
+        s.advance(s.init(4), jnp.zeros((3,), jnp.int32))
+    assert s.init(np.int64(2)).batch_size == 2  # NumPy integers are integers
+    assert (
+        make_search(
+            tic_tac_toe,
+            uniform_eval_fn(9),
+            selector=puct(),
+            num_simulations=2,
+            max_nodes=np.int64(8),
+        ).max_nodes
+        == 8
+    )
+
+
 def test_evaluation_selector_has_no_root_noise():
     assert puct().without_noise().options["dirichlet_fraction"] == 0.0
     assert muzero_puct().without_noise().options["dirichlet_fraction"] == 0.0

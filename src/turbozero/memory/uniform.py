@@ -1,8 +1,10 @@
 """A plain ring buffer of transitions, sampled uniformly with replacement.
 
 It holds any pytree. `add` writes a batch of `T` transitions at the ring position, overwriting the
-oldest ones once full; `sample` draws `batch_size` of the filled slots uniformly. The argument order
-(`sample(state, batch_size, key)`) follows the reference document its users know.
+oldest ones once full; `sample` draws `batch_size` of the filled slots uniformly. Names and
+argument order (`init(sample_transition)`, `add(state, transitions)`, `sample(state, batch_size,
+key)`, `add_and_sample(state, transitions, batch_size, key)`) are those of the functional
+`ReplayBuffer(buffer_size)` that turbozero tutorial users know (`capacity` is its `buffer_size`).
 
 Sampling an empty buffer is an error. Outside `jit` it raises `ValueError`. Under `jit` the fill
 level is not known while tracing, so the batch is poisoned instead: floating-point leaves are NaN,

@@ -19,6 +19,7 @@ simulation that still ends at a node without expanding backs up that node's own 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -210,6 +211,13 @@ def gather_lanes(flags: Array, lanes: int) -> tuple[Array, Array]:
     return games, jnp.arange(lanes) < jnp.sum(flags)
 
 
+def _int_arg(name: str, value: object, low: int) -> int:
+    """`value` as a Python int >= `low` (NumPy integers too), else a `ValueError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
 def _node_view(
     tree: Tree, node: Array | None, games: Array | None = None, logits: bool = True
 ) -> tuple[NodeView, Array, Array]:
@@ -289,16 +297,13 @@ def make_search(
     """
     if (eval_fn is None) == (state_eval_fn is None):
         raise ValueError("pass exactly one of eval_fn or state_eval_fn")
-    if not isinstance(num_simulations, int) or num_simulations < 1:
-        raise ValueError(f"num_simulations must be an int >= 1, got {num_simulations!r}")
-    if not isinstance(max_nodes, int) or max_nodes < 2:
-        raise ValueError(f"max_nodes must be an int >= 2, got {max_nodes!r}")
+    num_simulations = _int_arg("num_simulations", num_simulations, 1)
+    max_nodes = _int_arg("max_nodes", max_nodes, 2)
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1], got {discount}")
     if levels_per_iteration is None:
         levels_per_iteration = default_levels_per_iteration()
-    if not isinstance(levels_per_iteration, int) or levels_per_iteration < 1:
-        raise ValueError(f"levels_per_iteration must be an int >= 1, got {levels_per_iteration!r}")
+    levels_per_iteration = _int_arg("levels_per_iteration", levels_per_iteration, 1)
     if not isinstance(selector, Selector):
         raise TypeError("selector must be built by puct(), muzero_puct() or gumbel()")
     if selector.name == "gumbel" and selector.options.get("num_simulations") != num_simulations:
@@ -358,9 +363,7 @@ def make_search(
         return edges, info, own
 
     def init(batch_size: int) -> Tree:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        return init_tree(env, batch_size=batch_size, max_nodes=max_nodes)
+        return init_tree(env, batch_size=_int_arg("batch_size", batch_size, 1), max_nodes=max_nodes)
 
     def evaluate_empty_roots(params, env_states, empty, key) -> tuple[Array, Array]:
         """`(logits [B, A], value [B])` float32 of the states where `empty [B]` (0 elsewhere).
@@ -401,7 +404,12 @@ def make_search(
         """Write the given states at the roots; evaluate roots of empty trees."""
         B = tree.batch_size
         md = jax.vmap(env.metadata)(env_states)
-        empty = tree.next_free == 0
+        # A kept tree whose root allows other moves than the given state is not that state's
+        # tree (a reset forgotten after an episode ended, trees of other games): start it afresh
+        # rather than search moves that are illegal here.
+        kept_moves = tree.edges[:, 0, CHILD] > ILLEGAL
+        stale = jnp.any(kept_moves != md.action_mask, axis=-1)
+        empty = (tree.next_free == 0) | stale
         logits, value = evaluate_empty_roots(params, env_states, empty, key)
         fresh_edges, fresh_info, own = fresh_rows(logits, md, value)
         # (a root's incoming reward is never read: the backup stops at the root)
@@ -610,6 +618,8 @@ def make_search(
     def search(tree: Tree, params, env_states, key, temperature=0.0):
         B = tree.batch_size
         k_root, k_prep, k_sims, k_act = jax.random.split(key, 4)
+        if not reuse:  # every search starts afresh (as in mctx), advanced or not
+            tree = reset_trees(tree, jnp.ones((B,), jnp.bool_))
         tree = init_roots(tree, params, env_states, k_root)
         ctx = selector.prepare(_node_view(tree, None)[0], k_prep)
 
@@ -623,9 +633,14 @@ def make_search(
         view = _node_view(tree, None)[0]
         weights, greedy = selector.policy(view, ctx)
         temp = jnp.broadcast_to(jnp.asarray(temperature, jnp.float32), (B,))
-        logits = jnp.log(jnp.maximum(weights, 1e-30)) / jnp.maximum(temp, 1e-6)[:, None]
-        sampled = jax.random.categorical(k_act, jnp.where(view.mask, logits, -jnp.inf))
-        action = jnp.where(temp > 0, sampled, greedy).astype(jnp.int32)
+        # weights ** (1 / T) over the legal moves with positive weight (as AlphaZero's N^(1/T)
+        # and mctx): a move with zero weight is never sampled, however high T
+        positive = view.mask & (weights > 0)
+        logits = jnp.log(jnp.where(positive, weights, 1.0)) / jnp.maximum(temp, 1e-6)[:, None]
+        sampled = jax.random.categorical(k_act, jnp.where(positive, logits, -jnp.inf))
+        # (NaN weights from a network gone wrong leave nothing to sample: the greedy move)
+        usable = jnp.take_along_axis(positive, sampled[:, None], axis=1)[:, 0]
+        action = jnp.where((temp > 0) & usable, sampled, greedy).astype(jnp.int32)
         out = SearchOutput(
             action=action,
             action_weights=weights,
@@ -646,6 +661,11 @@ def make_search(
                 f"env_states hold {sorted(games)} games along their leading axis, but the trees "
                 f"were made for {tree.batch_size} (search.init(batch_size))"
             )
+        if jnp.ndim(temperature) and jnp.shape(temperature) != (tree.batch_size,):
+            raise ValueError(
+                f"temperature must be a scalar or have shape ({tree.batch_size},) (one per game), "
+                f"got shape {jnp.shape(temperature)}"
+            )
         if not isinstance(temperature, jax.core.Tracer):
             t = jnp.asarray(temperature)
             if not isinstance(t, jax.core.Tracer) and bool(jnp.any(t < 0)):
@@ -654,6 +674,11 @@ def make_search(
         return search(tree, params, env_states, key, temperature)
 
     def advance(tree: Tree, action: Array) -> Tree:
+        if jnp.shape(action) != (tree.batch_size,):
+            raise ValueError(
+                f"action must have shape ({tree.batch_size},), one per game, got "
+                f"{jnp.shape(action)}"
+            )
         if reuse:
             return advance_trees(tree, action)
         return reset_trees(tree, jnp.ones_like(tree.next_free, jnp.bool_))

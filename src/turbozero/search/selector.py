@@ -84,8 +84,12 @@ def first_argmax(x: Array) -> Array:
 
 
 def masked_argmax(scores: Array, mask: Array) -> Array:
-    """Argmax over legal actions (first index on ties); action 0 if nothing is legal."""
-    return first_argmax(jnp.where(mask, scores, -jnp.inf))
+    """Argmax over legal actions (first index on ties). NaN scores (a network gone wrong) count
+    as the lowest; where no legal score is above -inf, the first legal action; action 0 only if
+    nothing is legal. Never an illegal action while a legal one exists."""
+    x = jnp.where(mask & ~jnp.isnan(scores), scores, -jnp.inf)
+    found = jnp.max(x, axis=-1) > -jnp.inf
+    return jnp.where(found, first_argmax(x), first_argmax(mask.astype(jnp.float32)))
 
 
 def dirichlet_mix(

@@ -200,7 +200,8 @@ class Tree(struct.Struct):
 
     @property
     def prior_logits(self) -> Array:
-        """`[B, N, A]` stored network logits (illegal actions at `NEG_LOGIT`)."""
+        """`[B, N, A]` the network's logits as stored: shifted so that the best legal one is 0,
+        clamped at `LEGAL_ABOVE / 2` (a softmax is unchanged), illegal actions at `NEG_LOGIT`."""
         return self.edges[..., PRIOR, :]
 
     @property

@@ -276,6 +276,14 @@ def test_add_rejects_experience_not_matching_the_example(bad_experience, match):
         buffer.add(state, experience([0, 1]), jnp.zeros(3, jnp.int32))
 
 
+def test_add_rejects_players_out_of_range_outside_traced_code():
+    buffer = make_episode_buffer(num_games=2, capacity=3, sample_size=2, num_players=2)
+    state = buffer.init(EXAMPLE)
+    with pytest.raises(ValueError, match=r"player values must lie in \[0, 2\).*\[0, 2\]"):
+        buffer.add(state, experience([0, 1]), jnp.array([0, 2], jnp.int32))
+    assert int(buffer.add(state, experience([0, 1]), jnp.array([1, 0])).player[1, 0]) == 0
+
+
 def test_end_step_rejects_wrong_shapes_and_missing_bootstrap_values():
     buffer = make_episode_buffer(
         num_games=2, capacity=3, sample_size=2, num_players=2, truncation="bootstrap"

@@ -44,6 +44,8 @@ def test_overrides_parse_and_unknown_keys_are_refused():
         PPOConfig().with_overrides(["num_env=8"])
     with pytest.raises(ConfigError, match="unknown"):
         make_ppo(PPOConfig(), not_a_key=1)
+    with pytest.raises(ConfigError, match="Did you mean 'num_envs'"):
+        make_ppo(numenvs=4)  # without a config too
 
 
 @pytest.mark.parametrize("name", ["ppo_cartpole", "ppo_acrobot", "ppo_pendulum"])

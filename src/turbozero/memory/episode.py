@@ -29,7 +29,8 @@ the outcome of another episode.
 Each slot accumulates its own return (`outcome += discount**(t_now - t) * r[player]` on every
 step of its episode, a masked `[B, C]` update) instead of differencing one running sum per game
 and dividing by `discount**t`, which loses float32 precision in long discounted episodes.
-`player` values must lie in `[0, P)`; they are not checked inside traced code.
+`player` values must lie in `[0, P)`; `add` checks them outside traced code (inside it they
+cannot be read).
 
 Shape letters: `B` parallel games (`num_games`), `C` slots per game (`capacity`), `P` players,
 `S` sample size, `...` the shape of one experience leaf.
@@ -250,6 +251,13 @@ def make_episode_buffer(
                     f"got {jnp.result_type(given)}"
                 )
         _check_batch("player", player, (B,))
+        if not isinstance(player, jax.core.Tracer):  # (inside traced code it cannot be read)
+            values = np.asarray(player)
+            if values.size and (values.min() < 0 or values.max() >= num_players):
+                raise ValueError(
+                    f"player values must lie in [0, {num_players}) (num_players={num_players}), "
+                    f"got {sorted(set(values.tolist()))}"
+                )
 
         pos = state.position
         new_experience = jax.tree.map(

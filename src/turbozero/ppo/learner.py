@@ -167,14 +167,16 @@ def make_ppo(
     if isinstance(env, str):
         overrides["env"] = env
         env = None
-    if config is None:
-        config = PPOConfig(**overrides) if overrides else PPOConfig()
-    elif overrides:
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(PPOConfig)}
-        if unknown:
-            from turbozero.config import ConfigError
+    names = [f.name for f in dataclasses.fields(PPOConfig)]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        from turbozero.config import ConfigError, suggest
 
-            raise ConfigError(f"unknown PPOConfig keys {sorted(unknown)}")
+        hints = "".join(suggest(k, names) for k in unknown)
+        raise ConfigError(f"unknown PPOConfig keys {unknown}.{hints}")
+    if config is None:
+        config = PPOConfig(**overrides)
+    elif overrides:
         config = dataclasses.replace(config, **overrides)
     if env is None:
         from turbozero.envs import make

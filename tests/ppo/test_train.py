@@ -109,6 +109,9 @@ def test_resume_refuses_a_different_config(full_run):
     run, _ = full_run
     with pytest.raises(ValueError, match="actor_lr"):
         train_ppo(dataclasses.replace(TINY, actor_lr=1e-3), run, resume=True, progress=False)
+    longer = dataclasses.replace(TINY, num_updates=2 * TINY.num_updates)
+    with pytest.raises(ValueError, match="learning-rate schedule, so a finished PPO run"):
+        train_ppo(longer, run, resume=True, progress=False)
 
 
 def test_stop_and_resume_gives_the_same_state_as_an_uninterrupted_run(full_run, tmp_path):

@@ -216,7 +216,15 @@ def train_ppo(
         if stored != cfg:
             new = cfg.to_dict()
             diff = {k: (v, new[k]) for k, v in stored.to_dict().items() if new[k] != v}
-            raise ValueError(f"config differs from the run's saved config (saved, given): {diff}")
+            why = (
+                " (num_updates also spans the learning-rate schedule, so a finished PPO run "
+                "cannot be extended: start a new run)"
+                if "num_updates" in diff
+                else ""
+            )
+            raise ValueError(
+                f"config differs from the run's saved config (saved, given): {diff}{why}"
+            )
         preset = saved_preset or preset
     else:
         rd.create()

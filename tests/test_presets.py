@@ -59,4 +59,33 @@ def test_config_values_of_the_wrong_type_are_refused_naming_the_key():
         NetworkConfig(hidden=64)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="num_envs must be an int"):
         make_ppo(env="gymnax:CartPole-v1", num_envs=2.5)
-    assert dataclasses.replace(base, learning_rate=1).learning_rate == 1  # an int is a number
+    with pytest.raises(ConfigError, match="network must be a NetworkConfig"):
+        dataclasses.replace(base, network={"kind": "mlp"})
+    with pytest.raises(ConfigError, match=r"network\.num_blocks must be an int"):
+        AlphaZeroConfig.from_dict({"network": {"num_blocks": 2.5}})
+
+
+def test_config_values_are_stored_as_their_declared_python_types():
+    import dataclasses
+
+    """Python callers may pass lists for tuples and NumPy or JAX scalars for numbers; the
+    config holds plain Python values (it is hashed into compiled programs and compared with
+    saved run configs)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig
+
+    cfg = AlphaZeroConfig(
+        num_games=np.int64(8),
+        learning_rate=jnp.float32(0.5),
+        augment=np.bool_(True),
+        eval_opponents=["random"],
+        network=NetworkConfig(hidden=[16, np.int32(8)]),
+    )
+    assert cfg.num_games == 8 and type(cfg.num_games) is int
+    assert cfg.learning_rate == 0.5 and type(cfg.learning_rate) is float
+    assert cfg.augment is True and cfg.eval_opponents == ("random",)
+    assert cfg.network.hidden == (16, 8) and all(type(h) is int for h in cfg.network.hidden)
+    assert hash(cfg) == hash(AlphaZeroConfig.from_dict(cfg.to_dict()))
+    assert dataclasses.replace(AlphaZeroConfig(), learning_rate=1).learning_rate == 1.0

@@ -16,6 +16,8 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
 C = TypeVar("C", bound="Config")
 
 
@@ -66,7 +68,8 @@ class Config:
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
-            _check_type(f.name, hints[f.name], getattr(self, f.name))
+            typed = _typed(f.name, hints[f.name], getattr(self, f.name))
+            object.__setattr__(self, f.name, typed)
         self.validate()
 
     def validate(self) -> None:
@@ -100,6 +103,11 @@ class Config:
             return cls(**kwargs)
         except TypeError as e:  # a missing required field
             raise ConfigError(f"{cls.__name__}: {e}") from None
+        except ConfigError as e:  # name a nested key in full (`network.num_blocks`)
+            message = str(e)
+            if _prefix and any(message.startswith(n + " ") for n in names):
+                raise ConfigError(_prefix + message) from None
+            raise
 
     def with_overrides(self: C, overrides: Iterable[str]) -> C:
         """Apply `a.b=value` strings (as given to `--set`), parsing values by the field types."""
@@ -135,49 +143,73 @@ class Config:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
 
-def _check_type(name: str, hint: Any, value: Any) -> None:
-    """Raise `ConfigError` unless `value` has the field's declared type (ints for int fields,
-    numbers for float fields, tuples for tuple fields), so that a wrong type is refused here,
-    naming the key, rather than deep inside a compiled program."""
+def _is_number(value: Any, *, integer: bool) -> bool:
+    """A Python, NumPy or 0-d JAX/NumPy array number (not a bool); `integer`: integers only."""
+    if isinstance(value, bool | np.bool_):
+        return False
+    if isinstance(value, numbers.Integral):
+        return True
+    if not integer and isinstance(value, numbers.Real):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or np.ndim(value) != 0:
+        return False
+    kinds = (np.integer,) if integer else (np.integer, np.floating)
+    return any(np.issubdtype(dtype, k) for k in kinds)
+
+
+def _typed(name: str, hint: Any, value: Any) -> Any:
+    """`value` as the field's declared type (Python ints, floats and bools from NumPy or 0-d
+    array scalars, tuples from lists), or a `ConfigError` naming the key, so that a wrong type
+    is refused when the config is built rather than deep inside a compiled program."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
-            return
-        errors = []
+            return None
+        first: ConfigError | None = None
         for arg in args:
             if arg is type(None):
                 continue
             try:
-                _check_type(name, arg, value)
-                return
+                return _typed(name, arg, value)
             except ConfigError as err:
-                errors.append(err)
-        if errors:
-            raise errors[0]
-        return
+                first = first or err
+        if first is not None:
+            raise first
+        return value
+    if isinstance(hint, type) and issubclass(hint, Config):
+        if isinstance(value, hint):
+            return value
+        keys = [f.name for f in dataclasses.fields(hint)]
+        raise ConfigError(
+            f"{name} must be a {hint.__name__} (a section with keys {keys}), got {value!r}"
+        )
     if hint is bool:
-        ok = isinstance(value, bool)
+        if isinstance(value, bool | np.bool_):
+            return bool(value)
         want = "True or False"
     elif hint is int:
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        if _is_number(value, integer=True):
+            return int(value)
         want = "an int"
     elif hint is float:
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if _is_number(value, integer=False):
+            return float(value)
         want = "a number"
     elif hint is str:
-        ok = isinstance(value, str)
+        if isinstance(value, str):
+            return value
         want = "a string"
     elif origin is tuple:
-        ok = isinstance(value, tuple)
-        want = "a tuple (on the command line: a comma list, e.g. 64,64)"
-        if ok and args and (len(args) == 1 or args[-1] is Ellipsis):
-            for item in value:
-                _check_type(name, args[0], item)
+        if isinstance(value, tuple | list):
+            if args and (len(args) == 1 or args[-1] is Ellipsis):
+                return tuple(_typed(name, args[0], v) for v in value)
+            return tuple(value)
+        want = "a tuple or list (on the command line a comma list, e.g. 64,64)"
     else:
-        return
-    if not ok:
-        raise ConfigError(f"{name} must be {want}, got {value!r}")
+        return value
+    raise ConfigError(f"{name} must be {want}, got {value!r}")
 
 
 def _config_class(hint: Any) -> type[Config] | None:

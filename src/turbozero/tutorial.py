@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import numbers
 import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -59,6 +60,8 @@ EVALUATOR_NAMES = {
     "search.dirichlet_alpha": "dirichlet_alpha",
     "search.dirichlet_fraction": "dirichlet_epsilon",
     "search.discount": "discount",
+    "num_simulations": "num_iterations",
+    "max_num_considered_actions": "GumbelSelector(max_num_considered_actions)",
     "search.max_num_considered_actions": "GumbelSelector(max_num_considered_actions)",
     "search.c_puct": "PUCTSelector(c)",
     "c_puct": "PUCTSelector(c)",
@@ -153,10 +156,9 @@ class _AlphaZeroEvaluator:
     def __post_init__(self) -> None:
         if not isinstance(self.eval_fn, NNEvalFn):
             raise TypeError("eval_fn must come from make_nn_eval_fn(nn, state_to_nn_input_fn)")
-        if isinstance(self.branching_factor, bool) or not isinstance(self.branching_factor, int):
-            raise ValueError(f"branching_factor must be an int >= 1, got {self.branching_factor!r}")
-        if self.branching_factor < 1:
-            raise ValueError(f"branching_factor must be >= 1, got {self.branching_factor}")
+        b = self.branching_factor
+        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 1:
+            raise ValueError(f"branching_factor must be an int >= 1, got {b!r}")
         if not self.temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         with _tutorial_names(EVALUATOR_NAMES):
@@ -241,7 +243,7 @@ def az_default_loss_fn(params, batch, *, apply_fn, l2_reg_lambda: float = 1e-4, 
 # -- testers -----------------------------------------------------------------------------------
 def _check_episodes(tester: Any) -> None:
     n = tester.num_episodes
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"{type(tester).__name__}(num_episodes) must be an int >= 1, got {n!r}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def load_agent(
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
     if num_simulations is not None and (
         isinstance(num_simulations, bool)
-        or not isinstance(num_simulations, int)
+        or not isinstance(num_simulations, numbers.Integral)
         or num_simulations < 1
     ):
         raise ValueError(
@@ -124,7 +125,7 @@ def load_agent(
             params = restored["train"].params
     finally:
         ck.close()
-    sims = num_simulations or cfg.eval_simulations or cfg.search.num_simulations
+    sims = int(num_simulations or cfg.eval_simulations or cfg.search.num_simulations)
     agent = alphazero_agent(
         az.env,
         az.eval_fn,

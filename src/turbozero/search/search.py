@@ -405,8 +405,9 @@ def make_search(
         B = tree.batch_size
         md = jax.vmap(env.metadata)(env_states)
         # A kept tree whose root allows other moves than the given state is not that state's
-        # tree (a reset forgotten after an episode ended, trees of other games): start it afresh
-        # rather than search moves that are illegal here.
+        # tree: start it afresh rather than search moves that are illegal here. Only the legal
+        # moves are compared, so a foreign tree with the same legal moves at its root (a
+        # forgotten reset at an opening position) is still searched: `reset` ended episodes.
         kept_moves = tree.edges[:, 0, CHILD] > ILLEGAL
         stale = jnp.any(kept_moves != md.action_mask, axis=-1)
         empty = (tree.next_free == 0) | stale
@@ -638,7 +639,7 @@ def make_search(
         positive = view.mask & (weights > 0)
         logits = jnp.log(jnp.where(positive, weights, 1.0)) / jnp.maximum(temp, 1e-6)[:, None]
         sampled = jax.random.categorical(k_act, jnp.where(positive, logits, -jnp.inf))
-        # (NaN weights from a network gone wrong leave nothing to sample: the greedy move)
+        # (defensive: were no legal move left with a positive weight, the greedy move)
         usable = jnp.take_along_axis(positive, sampled[:, None], axis=1)[:, 0]
         action = jnp.where((temp > 0) & usable, sampled, greedy).astype(jnp.int32)
         out = SearchOutput(

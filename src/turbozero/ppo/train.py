@@ -126,7 +126,9 @@ def _chunk_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 def _eval_row(metrics: dict[str, Any]) -> dict[str, Any]:
-    """`eval/return` (seed mean of the mean return), the other statistics and per-seed returns."""
+    """`eval/return` (the seeds' mean of each seed's mean episode return), the other statistics
+    likewise as means over seeds of per-seed values (`eval/return_max` is the mean of each
+    seed's best episode, not the best over all seeds), and `eval/return_per_seed`."""
     row = {
         ("eval/return" if k == "return_mean" else f"eval/{k}"): v
         for k, v in _floats(metrics).items()

@@ -59,7 +59,7 @@ def test_config_values_of_the_wrong_type_are_refused_naming_the_key():
         NetworkConfig(hidden=64)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="num_envs must be an int"):
         make_ppo(env="gymnax:CartPole-v1", num_envs=2.5)
-    with pytest.raises(ConfigError, match="network must be a NetworkConfig"):
+    with pytest.raises(ConfigError, match=r"network is a section \(NetworkConfig\)"):
         dataclasses.replace(base, network={"kind": "mlp"})
     with pytest.raises(ConfigError, match=r"network\.num_blocks must be an int"):
         AlphaZeroConfig.from_dict({"network": {"num_blocks": 2.5}})

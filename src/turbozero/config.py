@@ -183,7 +183,8 @@ def _typed(name: str, hint: Any, value: Any) -> Any:
             return value
         keys = [f.name for f in dataclasses.fields(hint)]
         raise ConfigError(
-            f"{name} must be a {hint.__name__} (a section with keys {keys}), got {value!r}"
+            f"{name} is a section ({hint.__name__}), not a value: got {value!r}; set its keys, "
+            f"e.g. {name}.{keys[0]}=...; its keys: {keys}"
         )
     if hint is bool:
         if isinstance(value, bool | np.bool_):
@@ -222,20 +223,10 @@ def _config_class(hint: Any) -> type[Config] | None:
 
 
 def _coerce(hint: Any, value: Any, name: str) -> Any:
+    """A nested dict as its config section (other values are typed by `Config.__post_init__`)."""
     sub = _config_class(hint)
     if sub is not None and isinstance(value, Mapping):
         return sub.from_dict(value, _prefix=name + ".")
-    if sub is not None and not isinstance(value, sub) and value is not None:
-        keys = [f.name for f in dataclasses.fields(sub)]
-        raise ConfigError(
-            f"{name} is a section, not a value (got {value!r}); set its keys instead, e.g. "
-            f"{name}.{keys[0]}=...; its keys: {keys}"
-        )
-    origin = typing.get_origin(hint)
-    if origin is tuple and isinstance(value, list | tuple):
-        return tuple(value)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
     return value
 
 

@@ -28,8 +28,8 @@ from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.train import train
+from turbozero.alphazero.trainer import make_selector
 from turbozero.nets import AZResnet, AZResnetConfig
-from turbozero.search import gumbel, muzero_puct, puct
 from turbozero.search.selector import Selector
 from turbozero.types import StepMetadata
 
@@ -67,6 +67,7 @@ EVALUATOR_NAMES = {
     "c_puct": "PUCTSelector(c)",
     "pb_c_init": "MuZeroPUCTSelector(c1)",
     "pb_c_base": "MuZeroPUCTSelector(c2)",
+    "gumbel_scale": "GumbelSelector(gumbel_scale)",
     "dirichlet_fraction": "dirichlet_epsilon",
 }
 TRAINER_NAMES = {
@@ -162,14 +163,13 @@ class _AlphaZeroEvaluator:
         if not self.temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         with _tutorial_names(EVALUATOR_NAMES):
-            self.search_config()  # validates the search settings
-            self.selector()  # and the selector's
+            self.selector()  # validates the search and selector settings
 
     def search_config(self) -> SearchConfig:
         """These settings as the trainer's `SearchConfig` (the selector's included, so that a
         run directory records the rule it was trained with)."""
         s = self.action_selector
-        rule: dict[str, Any] = {}
+        rule: dict[str, Any]
         if isinstance(s, PUCTSelector):
             rule = {"selector": "puct", "c_puct": s.c}
         elif isinstance(s, MuZeroPUCTSelector):
@@ -180,6 +180,10 @@ class _AlphaZeroEvaluator:
                 "max_num_considered_actions": s.max_num_considered_actions,
                 "gumbel_scale": s.gumbel_scale,
             }
+        else:
+            raise TypeError(
+                "action_selector must be PUCTSelector(), MuZeroPUCTSelector() or GumbelSelector()"
+            )
         return SearchConfig(
             num_simulations=self.num_iterations,
             max_nodes=self.max_nodes,
@@ -191,28 +195,8 @@ class _AlphaZeroEvaluator:
         )
 
     def selector(self) -> Selector:
-        s = self.action_selector
-        if isinstance(s, PUCTSelector):
-            return puct(
-                c_puct=s.c,
-                dirichlet_alpha=self.dirichlet_alpha,
-                dirichlet_fraction=self.dirichlet_epsilon,
-            )
-        if isinstance(s, MuZeroPUCTSelector):
-            return muzero_puct(
-                pb_c_init=s.c1,
-                pb_c_base=s.c2,
-                dirichlet_alpha=self.dirichlet_alpha,
-                dirichlet_fraction=self.dirichlet_epsilon,
-            )
-        if isinstance(s, GumbelSelector):
-            return gumbel(
-                max_num_considered_actions=s.max_num_considered_actions,
-                gumbel_scale=s.gumbel_scale,
-            )
-        raise TypeError(
-            "action_selector must be PUCTSelector(), MuZeroPUCTSelector() or GumbelSelector()"
-        )
+        """The rule these settings name (what the trainer builds from the recorded config)."""
+        return make_selector(self.search_config())
 
 
 def AlphaZero(backend: type = MCTS) -> type:  # noqa: N802 - the tutorial's spelling
@@ -431,7 +415,6 @@ class Trainer:
         return {
             "env": self.env,
             "module": self.nn,
-            "selector": self.evaluator.selector(),
             "optimizer": self.optimizer,
             "loss_fn": self.loss_fn,
             "augment_fns": self.data_transform_fns,

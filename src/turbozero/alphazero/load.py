@@ -132,7 +132,7 @@ def load_agent(
         params,
         num_simulations=sims,
         max_nodes=sims + 1,
-        selector=make_selector(cfg),
+        selector=make_selector(cfg.search),
         temperature=temperature,
         name=f"{rd.path.name}@{meta.get('epoch', meta.get('step'))}",
     )

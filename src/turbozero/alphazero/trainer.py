@@ -18,7 +18,7 @@ import optax
 
 from turbozero import envs, struct
 from turbozero.alphazero.augment import check_augment_fns, horizontal_flip, square_symmetries
-from turbozero.alphazero.config import AlphaZeroConfig
+from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
 from turbozero.envs.core import Env
@@ -55,8 +55,8 @@ class AlphaZeroSystem(NamedTuple):
     train_steps: Callable[[TrainState, int], tuple[TrainState, dict[str, Array]]]
 
 
-def make_selector(cfg: AlphaZeroConfig):
-    s = cfg.search
+def make_selector(s: SearchConfig):
+    """The selection rule a `SearchConfig` names, with its settings."""
     if s.selector == "puct":
         return puct(
             c_puct=s.c_puct,
@@ -137,7 +137,7 @@ def make_alphazero(
     search = make_search(
         env,
         eval_fn,
-        selector=selector if selector is not None else make_selector(cfg),
+        selector=selector if selector is not None else make_selector(cfg.search),
         num_simulations=cfg.search.num_simulations,
         max_nodes=cfg.search.max_nodes,
         discount=cfg.search.discount,

@@ -145,13 +145,22 @@ TWO_HOSTS = textwrap.dedent(
     state, _ = sh.jit_step(az.collect, shape)(state, 9)
     state, m = sh.jit_step(az.train_steps, shape)(state, 2)
     leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree_util.tree_leaves(state.params)]
+    # decisions (stop, out of time) are process 0's on every process
+    from turbozero.alphazero.train import agree, train
+    pid = jax.process_index()
+    agreed = [agree(pid == 1), agree(pid == 0)]
+    # a whole run: both processes train, only process 0 writes the metrics and summary
+    summary = train(TINY.with_overrides(["eval_opponents=random,best", "elo_pool_size=2",
+                                         "elo_games_per_opponent=2"]), sys.argv[1],
+                    progress=False)
     print("RESULT" + json.dumps({"devices": len(jax.devices()), "local": len(jax.local_devices()),
-                                 "sum": float(sum(l.sum() for l in leaves))}))
+                                 "sum": float(sum(l.sum() for l in leaves)), "agreed": agreed,
+                                 "epochs": summary["epochs"]}))
     """
 )
 
 
-def test_two_processes_joined_by_jax_distributed_train_one_epoch_and_agree():
+def test_two_processes_joined_by_jax_distributed_train_one_epoch_and_agree(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -168,7 +177,7 @@ def test_two_processes_joined_by_jax_distributed_train_one_epoch_and_agree():
         )
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-c", TWO_HOSTS],
+                [sys.executable, "-c", TWO_HOSTS, str(tmp_path / "run")],
                 env=env,
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
@@ -186,3 +195,6 @@ def test_two_processes_joined_by_jax_distributed_train_one_epoch_and_agree():
         results.append(json.loads(out.split("RESULT", 1)[1]))
     assert all(r["devices"] == 2 and r["local"] == 1 for r in results)
     assert results[0]["sum"] == pytest.approx(results[1]["sum"], rel=1e-6)
+    assert all(r["agreed"] == [False, True] and r["epochs"] == 2 for r in results)
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2]

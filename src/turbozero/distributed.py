@@ -12,6 +12,17 @@ import os
 _INITIALIZED = False
 
 
+def _count(name: str, low: int) -> int:
+    """The integer >= `low` in environment variable `name`, else a `ValueError` naming it."""
+    value = os.environ.get(name)
+    if value is None or not value.strip().isdigit() or int(value) < low:
+        raise ValueError(
+            f"TURBOZERO_COORDINATOR is set, so {name} must be an integer >= {low} "
+            f"(see docs/distributed.md), got {value!r}"
+        )
+    return int(value)
+
+
 def maybe_initialize_distributed() -> bool:
     """Join the processes named by the `TURBOZERO_*` variables; returns whether it did (once)."""
     global _INITIALIZED
@@ -20,15 +31,20 @@ def maybe_initialize_distributed() -> bool:
     coordinator = os.environ.get("TURBOZERO_COORDINATOR")
     if not coordinator:
         return False
+    num_processes = _count("TURBOZERO_NUM_PROCESSES", 1)
+    process_id = _count("TURBOZERO_PROCESS_ID", 0)
+    if process_id >= num_processes:
+        raise ValueError(
+            f"TURBOZERO_PROCESS_ID={process_id} must be below TURBOZERO_NUM_PROCESSES="
+            f"{num_processes} (processes are numbered from 0)"
+        )
     import jax
 
     collectives = os.environ.get("TURBOZERO_CPU_COLLECTIVES")
     if collectives:
         jax.config.update("jax_cpu_collectives_implementation", collectives)
     jax.distributed.initialize(
-        coordinator_address=coordinator,
-        num_processes=int(os.environ["TURBOZERO_NUM_PROCESSES"]),
-        process_id=int(os.environ["TURBOZERO_PROCESS_ID"]),
+        coordinator_address=coordinator, num_processes=num_processes, process_id=process_id
     )
     _INITIALIZED = True
     return True

@@ -12,8 +12,15 @@ from turbozero.io.rundir import RunDir, find_run_dir
 
 
 def run_algorithm(path: str | Path) -> tuple[RunDir, str]:
+    """The run directory holding `path` and the algorithm its `config.json` names."""
     rd = find_run_dir(path)
-    return rd, str(rd.read_json("config.json").get("algorithm", "alphazero"))
+    algorithm = rd.read_json("config.json").get("algorithm")
+    if algorithm not in ("alphazero", "ppo"):
+        raise ValueError(
+            f"{rd.config_path} names no algorithm turbozero knows ({algorithm!r}; "
+            f"'alphazero' or 'ppo'): is it a turbozero run directory?"
+        )
+    return rd, str(algorithm)
 
 
 def load_agent(
@@ -38,11 +45,13 @@ def load_agent(
         env, module: AlphaZero runs whose game or flax network was given from Python (the
             tutorial's `Trainer`): pass the same game and network (`trainer.env`, `trainer.nn`).
     """
-    _, algorithm = run_algorithm(path)
+    rd, algorithm = run_algorithm(path)
     if algorithm == "ppo":
         from turbozero.ppo.load import load_agent as load_ppo
 
-        return load_ppo(path, which=which, sample=temperature > 0)
+        p = Path(path)
+        step = int(p.name) if p.absolute() != rd.path.absolute() and p.name.isdigit() else None
+        return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)
     from turbozero.alphazero.load import load_agent as load_az
 
     return load_az(path, num_simulations, temperature, which=which, env=env, module=module)

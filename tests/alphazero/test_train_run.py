@@ -42,6 +42,7 @@ def test_run_directory_holds_config_metrics_summary_plots_checkpoints(full_run):
     assert rd.is_run()
     rows = rd.read_metrics()
     assert [r["epoch"] for r in rows] == [1, 2]
+    assert [r["env_steps"] for r in rows] == [72, 144]  # 8 games x 9 moves per epoch
     # self-play and training are compiled before the first epoch's clock starts (its throughput
     # is comparable with the rest); the time is reported apart
     assert rows[0]["compile_seconds"] > 0 and "compile_seconds" not in rows[1]

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -265,3 +266,42 @@ def test_one_player_games_are_refused_with_the_reason(served):
 
     with pytest.raises(ValueError, match="two-player game; 'solo' has 1 player"):
         Game(Loaded())
+
+
+def test_an_agent_that_fails_to_reply_leaves_the_human_to_move(served):
+    """An agent that returns an action outside the game (a bug in a user's agent) is an error,
+    and the human's move is taken back with it, instead of leaving the game at the agent's turn
+    where every later move would be refused."""
+    _, game = served
+    from turbozero.arena.agents import AgentOutput
+
+    class Broken:
+        env = game.env
+
+        @staticmethod
+        def policy(states, key):
+            A = game.env.num_actions
+            action = jnp.full((1,), A, jnp.int32)
+            return AgentOutput(action=action, weights=jnp.ones((1, A)) / A, value=jnp.zeros(1))
+
+    broken = Game(Broken(), human_first=True)
+    assert broken.agent_name == "agent"
+    with pytest.raises(RuntimeError, match=f"illegal action {game.env.num_actions}"):
+        broken.move(4)
+    state = broken.snapshot()
+    assert state["to_move"] == "human" and state["history"] == []
+
+
+@pytest.mark.parametrize("length", ["-1", "many"])
+def test_a_malformed_content_length_is_refused_with_400(served, length):
+    import http.client
+
+    url, _ = served
+    host, port = url.split("//", 1)[1].rstrip("/").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/api/move")
+    conn.putheader("Content-Length", length)
+    conn.endheaders()
+    response = conn.getresponse()
+    assert response.status == 400 and "Content-Length" in json.load(response)["error"]
+    conn.close()

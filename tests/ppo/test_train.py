@@ -114,6 +114,13 @@ def test_resume_refuses_a_different_config(full_run):
         train_ppo(longer, run, resume=True, progress=False)
 
 
+def test_many_processes_are_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with pytest.raises(ValueError, match="PPO training runs in one process"):
+        train_ppo(TINY, tmp_path / "two", progress=False)
+    assert not (tmp_path / "two").exists()
+
+
 def test_stop_and_resume_gives_the_same_state_as_an_uninterrupted_run(full_run, tmp_path):
     run, _ = full_run
     split = tmp_path / "split"
@@ -169,6 +176,17 @@ def test_loaded_agent_acts_greedily_with_the_saved_params_and_statistics(full_ru
         loaded.env, loaded.agent, None, jax.random.PRNGKey(3), num_games=4, max_steps=20
     )
     assert result.num_games == 4
+
+
+def test_the_top_level_loader_takes_a_checkpoint_directory_and_loads_that_step(full_run):
+    import turbozero
+
+    run, _ = full_run
+    steps = _checkpoint(run)[2]
+    assert len(steps) >= 2
+    loaded = turbozero.load_agent(RunDir(run).checkpoints / str(steps[0]), which="latest")
+    assert loaded.step == steps[0]
+    assert turbozero.load_agent(run).step == steps[-1]
 
 
 def test_evaluate_run_reports_the_mean_and_std_return(full_run):

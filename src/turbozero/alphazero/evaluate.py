@@ -52,7 +52,8 @@ class Evaluator:
                 self.opponents[opp] = rollout_mcts_agent(env, num_simulations=int(opp[5:]))
         # tester state
         self.best_params: Params | None = None
-        self.best_score = -np.inf
+        self.best_score = -np.inf  # the best's mean score against the fixed opponents
+        self.best_name: str | None = None
         self.elo = EloPool(anchors={ANCHOR: 0.0} if "random" in self.opponents else {})
         self.pool: list[tuple[str, Params]] = []
 
@@ -95,7 +96,7 @@ class Evaluator:
             out["eval/return"] = float(r.mean_return_a)
             out["eval/score"] = float(r.mean_return_a)
             records["solo"] = r
-            self._update_best(params, out["eval/score"], None)
+            self._update_best(params, me, out["eval/score"], None, {})
         else:
             scores = []
             for i, (name, opp) in enumerate(self.opponents.items()):
@@ -113,6 +114,7 @@ class Evaluator:
                 vs_best = r.score
                 out["eval/best/score"] = vs_best
                 records["best"] = r
+            ratings: dict[str, float] = {}
             if cfg.elo_pool_size:
                 for j, (name, p) in enumerate(self.pool):
                     r = self._match(
@@ -123,29 +125,43 @@ class Evaluator:
                     )
                     self.elo = _add_result(self.elo, me, name, r)
                 if self.elo.games:
-                    out["elo"] = self.elo.ratings().get(me, 0.0)
+                    ratings = self.elo.ratings()
+                    out["elo"] = ratings.get(me, 0.0)
                 self.pool = [*self.pool, (me, jax.tree_util.tree_map(jnp.copy, params))]
                 self.pool = self.pool[-cfg.elo_pool_size :]
             if scores or vs_best is not None:
                 out["eval/score"] = float(np.mean(scores)) if scores else vs_best
-            self._update_best(params, out.get("elo", out.get("eval/score", 0.0)), vs_best)
+            fixed = float(np.mean(scores)) if scores else None
+            self._update_best(params, me, fixed, vs_best, ratings)
         if games_dir is not None and records and env.render_svg is not None:
             name, r = next(iter(records.items()))
             write_game_record(self.az, r, games_dir / f"latest_vs_{name.replace(':', '')}.html")
         return out
 
-    def _update_best(self, params: Params, score: float, vs_best: float | None) -> None:
-        cfg = self.az.config
-        if self.best_params is None:
-            better = True
-        elif vs_best is not None and cfg.gating_threshold:
-            better = vs_best >= cfg.gating_threshold
-        else:
-            better = score >= self.best_score
+    def _update_best(
+        self,
+        params: Params,
+        me: str,
+        score: float | None,
+        vs_best: float | None,
+        ratings: dict[str, float],
+    ) -> None:
+        """Make `params` (named `me`) the best if `better_than_best` says so."""
+        better = better_than_best(
+            has_best=self.best_params is not None,
+            me=me,
+            best_name=self.best_name,
+            score=score,
+            best_score=self.best_score,
+            vs_best=vs_best,
+            ratings=ratings,
+            gating_threshold=self.az.config.gating_threshold,
+        )
         self.improved = better
         if better:
             self.best_params = jax.tree_util.tree_map(jnp.copy, params)
-            self.best_score = score
+            self.best_name = me
+            self.best_score = -np.inf if score is None else score
 
     # -- checkpointing of the tester state -------------------------------------------------
     def state_tree(self, like_params: Params) -> dict[str, Any]:
@@ -159,6 +175,7 @@ class Evaluator:
         return {
             "has_best": self.best_params is not None,
             "best_score": float(self.best_score),
+            "best_name": self.best_name,
             "pool_names": [n for n, _ in self.pool],
             "elo_names": list(self.elo.names),
             "elo_games": [list(g) for g in self.elo.games],
@@ -170,12 +187,49 @@ class Evaluator:
     def restore(self, tree: dict[str, Any], meta: dict[str, Any]) -> None:
         self.best_params = tree["best"] if meta.get("has_best") else None
         self.best_score = meta.get("best_score", -np.inf)
+        self.best_name = meta.get("best_name")
         self.pool = list(zip(meta.get("pool_names", []), tree["pool"], strict=True))
         self.elo = EloPool(
             anchors=self.elo.anchors,
             names=tuple(meta.get("elo_names", [])),
             games=tuple((int(i), int(j), float(s)) for i, j, s in meta.get("elo_games", [])),
         )
+
+
+def better_than_best(
+    *,
+    has_best: bool,
+    me: str,
+    best_name: str | None,
+    score: float | None,
+    best_score: float,
+    vs_best: float | None,
+    ratings: dict[str, float],
+    gating_threshold: float,
+) -> bool:
+    """Whether the network just evaluated (`me`) replaces the best one.
+
+    Only measures taken against the same opponents are compared, in this order:
+    1. gating (`gating_threshold > 0`) with a match against the best: its score vs the best
+       must reach the threshold;
+    2. both in the Elo fit: `me`'s rating at least the best's rating of the same fit (ratings
+       are refitted at every evaluation, so a stored rating would drift);
+    3. a mean score against the fixed opponents (random, perfect, rollout MCTS; one-player
+       games: the mean return): at least the best's mean when it was made best;
+    4. a match against the best, ungated: a score of at least 0.5 (not worse head to head).
+    The first evaluation makes the best; with none of these measures the best stays.
+    """
+    if not has_best:
+        return True
+    if gating_threshold and vs_best is not None:
+        return vs_best >= gating_threshold
+    if best_name is not None and me in ratings and best_name in ratings:
+        return ratings[me] >= ratings[best_name]
+    if score is not None:
+        return score >= best_score
+    if vs_best is not None:
+        return vs_best >= 0.5
+    return False
 
 
 def _add_result(pool: EloPool, me: str, other: str, r: MatchResult) -> EloPool:

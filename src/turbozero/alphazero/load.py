@@ -119,6 +119,8 @@ def load_agent(
             params = restored["params"]
         else:
             state = az.init(jax.random.PRNGKey(cfg.seed))
+            if not cfg.save_memory:  # as training saved it (`train`'s `strip`)
+                state = state.replace(selfplay=state.selfplay.replace(memory=None))
             pool = [state.params for _ in meta.get("pool_names", [])]
             like = {"train": state, "best": state.params, "pool": pool}
             restored, meta = ck.restore(like, step)

@@ -32,6 +32,13 @@ class Sharder:
             if config.devices > len(devices):
                 raise ValueError(f"devices={config.devices} but only {len(devices)} are visible")
             devices = devices[: config.devices]
+        processes = jax.process_count()
+        if processes > 1 and {d.process_index for d in devices} != set(range(processes)):
+            raise ValueError(
+                f"devices={config.devices} leaves out some of the {processes} joined processes "
+                f"(each needs at least one of the first devices); use devices=0 (all) or a "
+                f"count that covers every host"
+            )
         n = len(devices)
         for name in ("num_games", "train_batch_size"):
             value = getattr(config, name)

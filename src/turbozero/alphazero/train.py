@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.evaluate import Evaluator
@@ -53,6 +54,23 @@ class _CompiledAhead:
     def __call__(self, state: Any, n: int) -> Any:
         self.prepare(state, n)
         return self.compiled[n](state)
+
+
+def positions_played(cfg: AlphaZeroConfig, epochs: int) -> int:
+    """Self-play positions after `epochs` epochs (the warm-up's included), counted in Python:
+    the state's int32 counter wraps past 2**31 positions, which a long GPU run can reach."""
+    return cfg.num_games * (cfg.warmup_steps + epochs * cfg.collection_steps_per_epoch)
+
+
+def agree(decision: bool) -> bool:
+    """Process 0's `decision`, on every process (a collective: all must call it together)."""
+    if jax.process_count() == 1:
+        return decision
+    return bool(multihost_utils.broadcast_one_to_all(np.asarray(decision)))
+
+
+#: settings a resumed run may change: where it stops (neither changes what an epoch computes)
+RESUME_MAY_CHANGE = ("num_epochs", "max_wall_seconds")
 
 
 def train(
@@ -100,7 +118,7 @@ def train(
             diff = {
                 k: (v, config.to_dict()[k])
                 for k, v in stored.to_dict().items()
-                if config.to_dict()[k] != v and k != "num_epochs"
+                if config.to_dict()[k] != v and k not in RESUME_MAY_CHANGE
             }
             if diff:
                 raise ValueError(f"config differs from the run's saved config: {diff}")
@@ -172,18 +190,32 @@ def train(
         evaluator.restore(restored, meta)
         eval_metrics = meta.get("eval", {})
         wall0 = meta.get("wall_seconds", 0.0)
-        if primary:
-            rd.truncate_metrics(int(state.epoch))
         log.info(f"resumed from epoch {int(state.epoch)}")
     elif resume:
         log.info("no checkpoint yet; starting from scratch")
+    if resume:
+        # what the interrupted attempt wrote after its last checkpoint is redone exactly: its
+        # metric rows and any "best" network it saved (saving that step again would fail)
+        if primary:
+            rd.truncate_metrics(int(state.epoch))
+        best_ckpt.delete_after(int(state.epoch))
+        if cfg.max_wall_seconds and wall0 >= cfg.max_wall_seconds:
+            ckpt.close()
+            best_ckpt.close()
+            raise ValueError(
+                f"the run has used its max_wall_seconds={cfg.max_wall_seconds:g} "
+                f"({wall0:.0f} s trained); to train on, resume with a larger max_wall_seconds "
+                f"(--set max_wall_seconds=...) or 0 for no limit"
+            )
 
     start = time.perf_counter() - wall0
     last_epoch = num_epochs or cfg.num_epochs
     with StopFlag() as flag, log:
         if int(state.epoch) == 0 and int(state.env_steps) == 0 and cfg.warmup_steps:
             state, _ = collect(state, cfg.warmup_steps)
-        while int(state.epoch) < last_epoch and not flag.stop:
+        stop = False
+        summary: dict[str, Any] = {}
+        while int(state.epoch) < last_epoch and not stop:
             # compiled before the clock starts (the first epoch of a process otherwise reads
             # as a throughput far below the rest); the time it took is reported apart
             compile_seconds = collect.prepare(state, cfg.collection_steps_per_epoch)
@@ -228,8 +260,12 @@ def train(
                 if env.num_players == 1:
                     row["episode_return"] = sp["episode_return_sum"] / sp["episodes"]
             elapsed = time.perf_counter() - start
-            out_of_time = bool(cfg.max_wall_seconds) and elapsed >= cfg.max_wall_seconds
-            if epoch % cfg.eval_every == 0 or epoch == last_epoch or out_of_time:
+            # decided by process 0 for all: each process has its own clock and signals, and a
+            # process that evaluated, saved or stopped alone would wait for the others forever
+            out_of_time = agree(bool(cfg.max_wall_seconds) and elapsed >= cfg.max_wall_seconds)
+            # (the schedule is the config's, not this call's `num_epochs`: a run stopped
+            # early and resumed evaluates, and so plays its Elo games, as an uninterrupted one)
+            if epoch % cfg.eval_every == 0 or epoch == cfg.num_epochs or out_of_time:
                 key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 1), epoch)
                 params = jax.tree_util.tree_map(
                     lambda x: np.asarray(x.addressable_data(0)), state.params
@@ -248,19 +284,19 @@ def train(
                         },
                     )
             wall = time.perf_counter() - start
-            row.update(epoch=epoch, env_steps=int(state.env_steps), wall_seconds=wall)
+            row.update(epoch=epoch, env_steps=positions_played(cfg, epoch), wall_seconds=wall)
             log.epoch(row)
+            stop = out_of_time or agree(flag.stop)
             if out_of_time:
-                flag.stop = True
                 log.info(f"max_wall_seconds={cfg.max_wall_seconds} reached at epoch {epoch}")
-            if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or flag.stop:
+            if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or stop:
                 save(state, {"wall_seconds": wall, "epoch": epoch})
             summary = {
                 "preset": preset,
                 "env": env.name,
                 "algorithm": ALGORITHM,
                 "epochs": epoch,
-                "env_steps": int(state.env_steps),
+                "env_steps": positions_played(cfg, epoch),
                 "wall_seconds": wall,
                 "final_metrics": {k: v for k, v in row.items() if not k.startswith("eval/")},
                 "eval": eval_metrics,
@@ -272,5 +308,8 @@ def train(
     best_ckpt.close()
     if primary:
         plot_run(rd.read_metrics(), rd.plots)
-    log.info(f"done: {int(state.epoch)} epochs, {int(state.env_steps):,} positions -> {rd.path}")
-    return rd.read_json("summary.json") if rd.summary_path.exists() else {}
+    epochs = int(state.epoch)
+    log.info(f"done: {epochs} epochs, {positions_played(cfg, epochs):,} positions -> {rd.path}")
+    if not summary and rd.summary_path.exists():  # nothing left to train: the run's own
+        summary = rd.read_json("summary.json")
+    return summary

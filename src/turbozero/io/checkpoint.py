@@ -32,7 +32,10 @@ class Checkpointer:
         )
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        """Save `state` and `meta` as `step`, replacing a checkpoint of that step if any."""
         meta = {**meta, "format_version": FORMAT_VERSION, "step": int(step)}
+        if step in self.manager.all_steps():
+            self.manager.delete(step)
         self.manager.save(
             step,
             args=ocp.args.Composite(
@@ -47,6 +50,12 @@ class Checkpointer:
 
     def all_steps(self) -> list[int]:
         return list(self.manager.all_steps())
+
+    def delete_after(self, step: int) -> None:
+        """Delete the checkpoints of steps after `step`."""
+        for s in self.all_steps():
+            if s > step:
+                self.manager.delete(s)
 
     def restore_meta(self, step: int | None = None) -> dict[str, Any]:
         step = self.latest_step() if step is None else step

@@ -170,7 +170,8 @@ class Game:
         if env.continuous:
             raise ValueError(f"play needs discrete actions; {env.name!r} has continuous ones")
         self.env = env
-        self.agent_name = str(getattr(loaded, "name", getattr(loaded.agent, "name", "agent")))
+        inner = getattr(loaded, "agent", None)
+        self.agent_name = str(getattr(loaded, "name", None) or getattr(inner, "name", "agent"))
         self.human_first = bool(human_first)
         self.cells = board_cells(env.name)
         # Compiled once for a batch of one; `compiled_policy._cache_size()` counts compilations.
@@ -221,8 +222,15 @@ class Game:
                 raise IllegalMoveError(
                     f"illegal move {action} ({move_label(self.env.name, action)}); legal: {shown}"
                 )
+            before = len(self._plies)
             self._play(action, "human", None)
-            self._agent_replies()
+            try:
+                self._agent_replies()
+            except Exception:
+                # the agent failed to reply: take the human's move back too, so the game is
+                # left at the human's turn (not stuck at the agent's) and the move can be retried
+                del self._plies[before:]
+                raise
             return self.snapshot()
 
     def undo(self) -> dict[str, Any]:
@@ -340,7 +348,7 @@ class Game:
             out = jax.device_get(self._policy(batched, self._next_key()))
             seconds = time.perf_counter() - start
             action = int(out.action[0])
-            if not bool(ply.meta.action_mask[action]):
+            if not (0 <= action < self.env.num_actions and bool(ply.meta.action_mask[action])):
                 raise RuntimeError(f"the agent chose the illegal action {action}")
             weights = np.asarray(out.weights[0], np.float64)
             top = [int(a) for a in np.argsort(-weights, kind="stable")[:TOP_MOVES]]
@@ -400,7 +408,10 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
             self._send(status, json.dumps(data).encode(), "application/json")
 
         def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("Content-Length") or 0)
+            given = (self.headers.get("Content-Length") or "0").strip()
+            if not given.isdigit():
+                raise IllegalMoveError(f"Content-Length must be a byte count, got {given!r}")
+            length = int(given)
             if length > MAX_BODY_BYTES:
                 raise IllegalMoveError(f"request body over {MAX_BODY_BYTES} bytes")
             raw = self.rfile.read(length) if length else b"{}"

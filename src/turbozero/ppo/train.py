@@ -210,6 +210,12 @@ def train_ppo(
     """
     config, preset = _resolve_config(config, preset)
     cfg = config
+    if jax.process_count() > 1:
+        raise ValueError(
+            f"PPO training runs in one process (its seeds split over that process's devices), "
+            f"but {jax.process_count()} processes were joined (TURBOZERO_COORDINATOR): run it "
+            f"without the TURBOZERO_* variables; many hosts are for AlphaZero training"
+        )
     ppo = make_ppo(cfg)  # before the run directory: a refused setting leaves nothing behind
     rd = RunDir(run_dir or default_run_dir(preset))
     if resume:

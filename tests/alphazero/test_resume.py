@@ -1,0 +1,131 @@
+"""Resuming interrupted runs: what the interrupted attempt wrote after its last checkpoint is
+redone exactly, the evaluation schedule does not depend on where a run was stopped, and the
+choice of the "best" network compares like with like."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.alphazero.test_selfplay_and_trainer import TINY
+from turbozero.alphazero import train
+from turbozero.alphazero.evaluate import better_than_best
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.rundir import RunDir
+
+ELO = TINY.with_overrides(
+    ["eval_opponents=random,best", "elo_pool_size=2", "elo_games_per_opponent=4"]
+)
+TIMING = ("wall_seconds", "positions_per_s", "simulations_per_s", "train_steps_per_s")
+
+
+def _meta(run):
+    ck = Checkpointer(RunDir(run).checkpoints)
+    try:
+        return ck.restore_meta()
+    finally:
+        ck.close()
+
+
+def _rows(run):
+    return [
+        {k: v for k, v in r.items() if k not in TIMING and k != "compile_seconds"}
+        for r in RunDir(run).read_metrics()
+    ]
+
+
+def test_a_run_stopped_early_evaluates_on_the_configs_schedule_when_resumed(tmp_path):
+    """Stopping at epoch 1 (`num_epochs=1`) of a run that evaluates every 2 epochs must not add
+    an evaluation there: it would play Elo games and pick a "best" an uninterrupted run never
+    had."""
+    cfg = ELO.with_overrides(["eval_every=2"])
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train(cfg, whole, progress=False)
+    train(cfg, split, progress=False, num_epochs=1)
+    assert "eval/random/win" not in RunDir(split).read_metrics()[0]
+    train(cfg, split, progress=False, resume=True)
+    a, b = _meta(whole), _meta(split)
+    for k in ("best_name", "elo_names", "elo_games", "pool_names", "eval"):
+        assert a[k] == b[k], k
+    assert _rows(whole) == _rows(split)
+
+
+def test_resume_redoes_epochs_after_the_last_checkpoint_without_duplicates(tmp_path):
+    """A crash after epoch 2 whose checkpoint never landed (here: deleted) leaves metric rows
+    and a `best/` network of epochs the resumed run computes again; resuming must neither
+    append duplicate rows nor fail saving `best/` at a step that already exists."""
+    cfg = ELO.with_overrides(["eval_every=1", "checkpoint_every=2"])
+    run = tmp_path / "run"
+    train(cfg, run, progress=False)
+    rows = _rows(run)
+    best = Checkpointer(run / "best")
+    best_step = best.latest_step()
+    best.close()
+    assert best_step is not None
+    shutil.rmtree(RunDir(run).checkpoints / "2")  # the only checkpoint: resume starts afresh
+    summary = train(cfg, run, progress=False, resume=True)
+    assert summary["epochs"] == 2
+    assert _rows(run) == rows
+    best = Checkpointer(run / "best")
+    assert best.all_steps() == [best_step]
+    best.close()
+
+
+def test_a_run_saved_without_its_memory_loads_and_resumes(tmp_path):
+    import turbozero
+
+    cfg = TINY.with_overrides(["save_memory=false", "num_epochs=1"])
+    run = tmp_path / "nomem"
+    train(cfg, run, progress=False)
+    agent = turbozero.load_agent(run, which="latest")
+    assert agent.epoch == 1
+    summary = train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True)
+    assert summary["epochs"] == 2
+
+
+def test_a_run_out_of_wall_time_resumes_only_with_a_larger_budget(tmp_path):
+    cfg = TINY.with_overrides(["max_wall_seconds=0.001"])
+    run = tmp_path / "timed"
+    assert train(cfg, run, progress=False)["epochs"] == 1
+    with pytest.raises(ValueError, match="used its max_wall_seconds"):
+        train(cfg, run, progress=False, resume=True)
+    more = cfg.with_overrides(["max_wall_seconds=0"])
+    assert train(more, run, progress=False, resume=True)["epochs"] == 2
+
+
+BEST = dict(has_best=True, me="epoch_3", best_name="epoch_2", gating_threshold=0.0)
+
+
+def test_the_first_evaluation_makes_the_best():
+    assert better_than_best(
+        **{**BEST, "has_best": False}, score=None, best_score=-1.0, vs_best=None, ratings={}
+    )
+
+
+def test_ungated_head_to_head_needs_half_the_points_not_a_higher_old_score():
+    """With only a match against the best, an earlier score (the best's own result against
+    *its* predecessor) is not comparable: 0.3 against the best is a loss, whatever the best
+    scored before."""
+    kw = dict(BEST, score=None, best_score=0.2, ratings={})
+    assert not better_than_best(**kw, vs_best=0.3)
+    assert better_than_best(**kw, vs_best=0.5)
+
+
+def test_gating_uses_the_threshold_against_the_best():
+    kw = dict(BEST, gating_threshold=0.55, score=1.0, best_score=0.0, ratings={})
+    assert not better_than_best(**kw, vs_best=0.54)
+    assert better_than_best(**kw, vs_best=0.55)
+
+
+def test_elo_compares_ratings_of_the_same_fit_not_a_stored_rating():
+    """Ratings drift as the pool grows: the best's rating now, not when it was made best."""
+    kw = dict(BEST, score=None, best_score=44.4, vs_best=None)
+    assert better_than_best(**kw, ratings={"epoch_3": 20.0, "epoch_2": 18.2})
+    assert not better_than_best(**kw, ratings={"epoch_3": 17.0, "epoch_2": 18.2})
+
+
+def test_fixed_opponent_scores_compare_with_the_bests_score_against_them():
+    kw = dict(BEST, best_name=None, vs_best=0.9, ratings={}, best_score=0.75)
+    assert not better_than_best(**kw, score=0.7)
+    assert better_than_best(**kw, score=0.8)

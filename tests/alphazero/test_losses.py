@@ -74,3 +74,24 @@ def test_two_hot_puts_mass_on_the_two_neighbouring_bins():
     np.testing.assert_allclose(out[1], [1, 0, 0, 0, 0])
     np.testing.assert_allclose(out[2], [0, 0, 0, 0, 1])
     np.testing.assert_allclose(out.sum(-1), 1.0)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "resnet"])
+def test_one_player_value_heads_are_unbounded_and_two_player_heads_tanh(kind):
+    """One-player returns (scaled by `value_scale`) can exceed 1: neither network may squash
+    them through tanh; two-player outcomes stay in [-1, 1]."""
+
+    from turbozero import envs
+    from turbozero.alphazero import AlphaZeroConfig, NetworkConfig
+    from turbozero.alphazero.trainer import make_network
+
+    net = NetworkConfig(kind=kind, hidden=(8,), num_blocks=1, num_channels=4)
+    for name, bounded in (("2048", False), ("tic_tac_toe", True)):
+        env = envs.make(name)
+        module = make_network(AlphaZeroConfig(env=name, network=net), env)
+        obs = env.observe(env.init(jax.random.PRNGKey(0))[0])[None]
+        params = module.init(jax.random.PRNGKey(1), obs)
+        # a value head whose last layer is scaled up: tanh would clip it to 1
+        params = jax.tree_util.tree_map(lambda x: x * 50.0, params)
+        _, value = module.apply(params, jnp.ones_like(obs) * 3.0)
+        assert (float(jnp.max(jnp.abs(value))) <= 1.0) == bounded, (kind, name, value)

@@ -103,3 +103,85 @@ def test_config_errors_name_the_key_and_choices(override, key):
 def test_unknown_key_gets_a_suggestion():
     with pytest.raises(ConfigError, match="Did you mean 'num_games'"):
         TINY.with_overrides(["num_gmes=3"])
+
+
+def _endless_walk():
+    """One player, two moves, reward 1 per move, never over (only truncation ends it)."""
+    import jax.numpy as jnp
+
+    from turbozero import envs
+    from turbozero.envs.core import StepMetadata
+
+    def init(key):
+        return jnp.int32(0), StepMetadata(
+            rewards=jnp.zeros((1,)),
+            action_mask=jnp.ones((2,), bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+        )
+
+    def step(state, action):
+        return state + 1, StepMetadata(
+            rewards=jnp.ones((1,)),
+            action_mask=jnp.ones((2,), bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+            step=state + 1,
+        )
+
+    return envs.from_functions(
+        init_fn=init, step_fn=step, observe_fn=lambda s: jnp.zeros((1,)), name="walk"
+    )
+
+
+def test_a_truncated_episode_is_closed_with_the_value_of_the_state_reached_once_discounted():
+    """Network value 4 everywhere, discount 0.5, one Gumbel simulation, cut after one move.
+
+    The move the search visited leads to a child valued 4: the position's return is
+    1 + 0.5 * 4 = 3 (not 1 + 0.5 * 0.5 * 4, the search's Q discounted again). A move it never
+    visited (sampled at temperature 1 from the improved policy) has no Q; the root's value, 3.5
+    (its own 4 and the simulation's 1 + 0.5 * 4), stands in for the move's return."""
+    import jax.numpy as jnp
+
+    from turbozero.alphazero.selfplay import make_selfplay
+    from turbozero.memory import make_episode_buffer
+    from turbozero.search import gumbel, make_search
+
+    env = _endless_walk()
+    B = 32
+
+    def eval_fn(params, obs, key):
+        return jnp.zeros((obs.shape[0], 2)), jnp.full((obs.shape[0],), 4.0)
+
+    search = make_search(
+        env, eval_fn, selector=gumbel(), num_simulations=1, max_nodes=4, discount=0.5
+    )
+    memory = make_episode_buffer(
+        num_games=B,
+        capacity=2,
+        sample_size=4,
+        num_players=1,
+        discount=0.5,
+        truncation="bootstrap",
+    )
+
+    def outcomes(temperature_moves):
+        sp = make_selfplay(
+            search,
+            memory,
+            batch_size=B,
+            max_episode_steps=1,
+            temperature=1.0,
+            temperature_moves=temperature_moves,
+        )
+        state, metrics = jax.jit(sp.step)(
+            sp.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1)
+        )
+        assert float(metrics["truncated"]) == B
+        mem = jax.tree_util.tree_map(np.asarray, state.memory)
+        assert mem.assigned.sum() == B
+        return set(np.round(mem.outcome[mem.assigned], 5).tolist())
+
+    assert outcomes(0) == {3.0}  # the best move: the one simulated
+    sampled = outcomes(1)
+    assert 3.5 in sampled and sampled <= {3.0, 3.5}

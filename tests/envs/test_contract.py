@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -69,13 +71,57 @@ def test_users_game_with_tutorial_two_argument_step_passes():
     envs.check(env, batch_size=2, num_steps=6)
 
 
+def _paying_after_the_end():
+    """An adapter (not built by `from_functions`, which holds finished games) that pays a reward
+    on every step, finished game or not."""
+    ok = _counter_game()
+
+    def step(state, action, key):
+        new, md = ok.step(state, action, key)
+        md = md.replace(rewards=jnp.ones_like(md.rewards))
+        return new.replace(metadata=md), md
+
+    return dataclasses.replace(ok, name="paying", step=step)
+
+
 @pytest.mark.parametrize(
     "rule", ["no_legal_action", "reward_after_termination", "player_out_of_range"]
 )
 def test_check_names_the_violated_rule(rule):
+    env = _paying_after_the_end() if rule == "reward_after_termination" else None
     with pytest.raises(envs.EnvCheckError) as info:
-        envs.check(_counter_game(bad=rule), batch_size=2, num_steps=6)
+        envs.check(env or _counter_game(bad=rule), batch_size=2, num_steps=6)
     assert rule in info.value.violations
+
+
+def test_users_steps_after_the_end_are_held_by_the_adapter():
+    """A user's `step_fn` that keeps paying after the game ended: `from_functions` keeps the
+    finished game's state and pays nothing, as the contract says."""
+    envs.check(_counter_game(bad="reward_after_termination"), batch_size=2, num_steps=6)
+
+
+def test_a_scalar_reward_in_a_two_player_game_is_refused():
+    def init(key):
+        return jnp.int32(0), StepMetadata(
+            rewards=jnp.zeros((2,)),
+            action_mask=jnp.ones((2,), bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+        )
+
+    def step(state, action):
+        md = StepMetadata(
+            rewards=jnp.float32(1.0),
+            action_mask=jnp.ones((2,), bool),
+            terminated=jnp.bool_(True),
+            cur_player_id=jnp.int32(1),
+        )
+        return state + 1, md
+
+    with pytest.raises(ValueError, match=r"step_fn of 'duel' returns rewards of shape \(\)"):
+        envs.from_functions(
+            init_fn=init, step_fn=step, observe_fn=lambda s: jnp.zeros((1,)), name="duel"
+        )
 
 
 def test_check_names_a_step_that_cannot_be_traced():
@@ -119,3 +165,31 @@ def test_pgx_metadata_matches_the_state(connect_four):
     assert md.rewards.shape == (2,) and md.action_mask.shape == (7,)
     state, md = connect_four.step(state, jnp.int32(3), jax.random.PRNGKey(1))
     assert int(md.step) == 1 and int(md.cur_player_id) == int(state.current_player)
+
+
+def test_a_box_of_several_dimensions_is_a_flat_action_for_the_policy(monkeypatch):
+    """A `[1, 1]` box (here Pendulum's torque, reshaped): the policy sees `(1,)` actions and
+    flat bounds; the environment receives its own shape."""
+    import gymnax
+    from gymnax.environments import spaces
+
+    real, params = gymnax.make("Pendulum-v1")
+    received = []
+
+    class Boxed:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def action_space(self, params):
+            return spaces.Box(-2.0, 2.0, (1, 1))
+
+        def step_env(self, key, state, action, params):
+            received.append(action.shape)
+            return real.step_env(key, state, action.reshape(1), params)
+
+    monkeypatch.setattr(gymnax, "make", lambda name: (Boxed(), params))
+    env = envs.make("gymnax:Pendulum-v1")
+    assert env.action_shape == (1,) and env.action_low.shape == (1,)
+    state, _ = env.init(jax.random.PRNGKey(0))
+    env.step(state, jnp.array([0.5]), jax.random.PRNGKey(1))
+    assert received == [(1, 1)]

@@ -19,7 +19,7 @@ class NetworkConfig(Config):
     num_channels: int = 16
     hidden: tuple[int, ...] = (128, 128)
     norm: str = "batch"  # batch | layer
-    value_bins: int = 0  # 0: tanh value + MSE; >= 2: categorical value loss over bins
+    value_bins: int = 0  # 0: scalar value (tanh for 2 players) + MSE; >= 2: categorical bins
 
     def validate(self) -> None:
         check_choice("network.kind", self.kind, ["resnet", "mlp"])

@@ -123,11 +123,15 @@ def make_selfplay(
         next_states, nmd = jax.vmap(env.step)(state.env_states, out.action, keys)
         terminated = nmd.terminated
         truncated = ~terminated & (nmd.truncated | (nmd.step >= max_episode_steps))
-        # Value of the state reached, per player, from the search: Q of the move minus its reward.
+        # Value of the state reached, per player, from the search: the move's Q is its reward
+        # plus the discounted value there (`Q = r + discount * V`). A move the search never
+        # visited (sampled at a positive temperature, e.g. from Gumbel's improved policy) has
+        # no Q: the root's value stands in for it.
         b = jnp.arange(batch_size)
         mover_reward = nmd.rewards[b, md.cur_player_id]
-        q = out.q_values[b, out.action]
-        boot = value_vector(q - mover_reward, md.cur_player_id, P)
+        visited = out.visit_counts[b, out.action] > 0
+        q = jnp.where(visited, out.q_values[b, out.action], out.root_value)
+        boot = value_vector((q - mover_reward) / search.discount, md.cur_player_id, P)
         mem = memory.end_step(mem, nmd.rewards, terminated, truncated, boot)
         done = terminated | truncated
         episode_return = state.episode_return + nmd.rewards

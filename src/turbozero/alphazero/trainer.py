@@ -86,6 +86,7 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
                 num_channels=n.num_channels,
                 norm=n.norm,
                 value_bins=n.value_bins,
+                bounded_value=env.num_players == 2,
             )
         )
     return PolicyValueMLP(

@@ -17,7 +17,9 @@ RULES = {
     ),
     "observation_shape": "observe(state) must have env.observation_shape",
     "unstable_state": "state shapes and dtypes must not change across steps",
-    "reward_after_termination": "rewards must be zero on steps taken after termination",
+    "reward_after_termination": (
+        "rewards must be zero on steps taken after the game is over (terminated or truncated)"
+    ),
     "no_legal_action": "a game that is not over must have at least one legal action",
     "player_out_of_range": "cur_player_id must be in [0, num_players)",
     "metadata_mismatch": "env.metadata(state) must equal what init/step returned",
@@ -99,7 +101,7 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
             v.setdefault("metadata_mismatch", f"at step {t}")
         if t == num_steps:
             break
-        done_before |= np.asarray(md.terminated)
+        done_before |= np.asarray(md.terminated | md.truncated)
         key, k_act, k_step = jax.random.split(key, 3)
         logits = jnp.where(md.action_mask, 0.0, -jnp.inf)
         logits = jnp.where(md.action_mask.any(-1, keepdims=True), logits, 0.0)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from turbozero import struct
-from turbozero.envs.core import Env
+from turbozero.envs.core import Env, hold_finished
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
@@ -95,6 +95,18 @@ def from_functions(
     obs_shape = jax.eval_shape(observe_fn, shape[0]).shape
     players = num_players
 
+    def check_rewards(rewards: Any, where: str) -> None:
+        # a scalar reward is one player's; with two players it would be credited to both
+        got = tuple(jnp.shape(rewards))
+        if got not in ((players,), () if players == 1 else (players,)):
+            raise ValueError(
+                f"{where} of {name!r} returns rewards of shape {got}; with "
+                f"{players} player(s) they must be a vector [{players}], one per player"
+                + (" (a scalar is only read as the one player's)" if players > 1 else "")
+            )
+
+    check_rewards(md_shape.rewards, "init_fn")
+
     def init(key):
         s, md = init_fn(key)
         return GameState(s, _normalise(md, players)), _normalise(md, players)
@@ -104,8 +116,16 @@ def from_functions(
             s, md = step_fn(state.inner, action, key)
         else:
             s, md = step_fn(state.inner, action)
-        md = _normalise(md, players)
-        return GameState(s, md), md
+        check_rewards(md.rewards, "step_fn")
+        # the contract: a finished game keeps its state and pays nothing more
+        new = hold_finished(state, GameState(s, _normalise(md, players)))
+        return new, new.metadata
+
+    # rewards of a step, checked now rather than when a program first traces it
+    jax.eval_shape(
+        lambda st: step(st, jnp.int32(0), jax.random.PRNGKey(0)),
+        jax.eval_shape(init, jax.random.PRNGKey(0))[0],
+    )
 
     def observe(state):
         return observe_fn(state.inner)

@@ -11,7 +11,8 @@ time limit into `done`, so there the adapter splits it again by comparing `state
 `params.max_steps_in_episode` (a step that both terminates and hits the limit counts as truncated).
 
 Discrete action spaces give `num_actions = n`; `Box` action spaces give a continuous `Env` with
-`action_shape = (D,)` (a scalar box becomes `(1,)`), `num_actions = D` and the box bounds.
+`action_shape = (D,)` (a scalar box becomes `(1,)`; a box of several dimensions is flattened
+row-major, and reshaped back before stepping), `num_actions = D` and the box bounds.
 """
 
 from __future__ import annotations
@@ -95,10 +96,12 @@ def make_gymnax(name: str) -> Env:
         action_shape = None
         num_actions = int(space.n)
     elif isinstance(space, spaces.Box):
-        action_shape = tuple(int(d) for d in np.shape(np.zeros(space.shape))) or (1,)
-        num_actions = math.prod(action_shape)
-        low = np.broadcast_to(np.asarray(space.low, np.float32), action_shape).copy()
-        high = np.broadcast_to(np.asarray(space.high, np.float32), action_shape).copy()
+        # flat `(D,)` for the policy; a `[D1, D2, ...]` box is reshaped back when stepping
+        box = tuple(int(d) for d in np.shape(np.zeros(space.shape))) or (1,)
+        action_shape = (math.prod(box),)
+        num_actions = action_shape[0]
+        low = np.broadcast_to(np.asarray(space.low, np.float32), box).ravel().copy()
+        high = np.broadcast_to(np.asarray(space.high, np.float32), box).ravel().copy()
     else:
         raise ValueError(
             f"gymnax environment {name!r} has action space {type(space).__name__}; only Discrete "

@@ -7,7 +7,8 @@ called `action_mask` becomes the contract's `action_mask`.
 Action spaces: `DiscreteArray` gives `num_actions = num_values`; `MultiDiscreteArray` (e.g.
 Minesweeper's `[row, col]`) is flattened into one index `a` in `[0, prod(num_values))`, unravelled
 row-major before stepping; when its observation carries a multi-dimensional `action_mask` of the
-same shape, the mask is raveled the same way. `BoundedArray` float specs give a continuous `Env`.
+same shape, the mask is raveled the same way. `BoundedArray` float specs give a continuous `Env`
+with flat `(D,)` actions (reshaped to the spec's shape before stepping).
 
 jumanji marks the last step with `step_type == LAST`; a zero discount means termination, a non-zero
 one truncation (a time limit). As with the other adapters, a finished episode stays frozen with zero
@@ -96,10 +97,12 @@ def make_jumanji(name: str) -> Env:
         multi = tuple(int(n) for n in np.asarray(spec.num_values).reshape(-1))
         num_actions = math.prod(multi)
     elif isinstance(spec, specs.BoundedArray) and np.issubdtype(spec.dtype, np.floating):
-        action_shape = tuple(int(d) for d in spec.shape) or (1,)
-        num_actions = math.prod(action_shape)
-        low = np.broadcast_to(np.asarray(spec.minimum, np.float32), action_shape).copy()
-        high = np.broadcast_to(np.asarray(spec.maximum, np.float32), action_shape).copy()
+        # flat `(D,)` for the policy; a `[D1, D2, ...]` box is reshaped back when stepping
+        box = tuple(int(d) for d in np.shape(np.zeros(spec.shape))) or (1,)
+        action_shape = (math.prod(box),)
+        num_actions = action_shape[0]
+        low = np.broadcast_to(np.asarray(spec.minimum, np.float32), box).ravel().copy()
+        high = np.broadcast_to(np.asarray(spec.maximum, np.float32), box).ravel().copy()
     else:
         raise ValueError(
             f"jumanji environment {name!r} has action spec {type(spec).__name__}; supported: "

@@ -19,7 +19,10 @@ class AZResnetConfig:
         num_blocks: residual blocks, >= 0.
         num_channels: channels of every convolution, >= 1.
         norm: "batch" (statistics kept in `params["batch_stats"]`) or "layer".
-        value_bins: 0 for a scalar tanh value head, else the number of value-bin logits.
+        value_bins: 0 for a scalar value head, else the number of value-bin logits.
+        bounded_value: the scalar value passes through tanh (two-player outcomes in [-1, 1]);
+            False for one-player returns, which the trainer scales by `value_scale` but does not
+            bound (as `PolicyValueMLP`).
         model_type: accepted for compatibility with the tutorial; must be "resnet".
     """
 
@@ -28,6 +31,7 @@ class AZResnetConfig:
     num_channels: int = 16
     norm: str = "batch"
     value_bins: int = 0
+    bounded_value: bool = True
     model_type: str = "resnet"
 
     def __post_init__(self) -> None:
@@ -71,8 +75,9 @@ class _Block(nn.Module):
 class AZResnet(nn.Module):
     """Torso of residual blocks, a policy head (logits `[B, A]`) and a value head.
 
-    The value head returns `[B]` in [-1, 1] (tanh), or `[B, K]` bin logits when
-    `config.value_bins > 0`. Vector observations `[B, D]` are treated as `[B, 1, 1, D]`.
+    The value head returns `[B]` in [-1, 1] (tanh; unbounded without `bounded_value`), or
+    `[B, K]` bin logits when `config.value_bins > 0`. Vector observations `[B, D]` are treated
+    as `[B, 1, 1, D]`.
     """
 
     config: AZResnetConfig
@@ -97,4 +102,5 @@ class AZResnet(nn.Module):
         v = nn.relu(nn.Dense(cfg.num_channels)(v))
         if cfg.value_bins:
             return logits, nn.Dense(cfg.value_bins)(v)
-        return logits, jnp.tanh(nn.Dense(1)(v))[:, 0]
+        value = nn.Dense(1)(v)[:, 0]
+        return logits, jnp.tanh(value) if cfg.bounded_value else value

@@ -88,7 +88,7 @@ class Search(NamedTuple):
         advance: `advance(tree, action [B]) -> tree`: keep the played child's subtree when reuse
             is on, otherwise empty the trees.
         reset: `reset(tree, done [B]) -> tree`: empty the rows of finished games.
-        env, selector, num_simulations, max_nodes, reuse: the configuration.
+        env, selector, num_simulations, max_nodes, reuse, discount: the configuration.
     """
 
     init: Callable[[int], Tree]
@@ -100,6 +100,7 @@ class Search(NamedTuple):
     num_simulations: int
     max_nodes: int
     reuse: bool
+    discount: float = 1.0
 
 
 def value_vector(value: Array, player: Array, num_players: int) -> Array:
@@ -694,4 +695,5 @@ def make_search(
         num_simulations=num_simulations,
         max_nodes=max_nodes,
         reuse=bool(reuse),
+        discount=float(discount),
     )

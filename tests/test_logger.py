@@ -11,11 +11,12 @@ from turbozero.io.rundir import RunDir
 
 
 def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, capsys):
-    scalars, logged, finished = [], [], []
+    scalars, logged, finished, purged, inits = [], [], [], [], []
 
     class Writer:
-        def __init__(self, logdir):
+        def __init__(self, logdir, purge_step=None):
             self.logdir = logdir
+            purged.append(purge_step)
 
         def add_scalar(self, name, value, step):
             scalars.append((name, value, step))
@@ -27,7 +28,9 @@ def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, c
         log=lambda d, step: logged.append((d, step)), finish=lambda: finished.append("wandb")
     )
     monkeypatch.setitem(sys.modules, "tensorboardX", types.SimpleNamespace(SummaryWriter=Writer))
-    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: run))
+    monkeypatch.setitem(
+        sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: inits.append(kw) or run)
+    )
     rd = RunDir(tmp_path / "run").create()
     cfg = AlphaZeroConfig(tensorboard=True, wandb_project="proj")
     with MetricsLogger(rd, total_epochs=2, progress=False, config=cfg) as log:
@@ -37,6 +40,12 @@ def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, c
     assert logged and logged[0][0]["loss"] == 0.5 and logged[0][1] == 64
     assert sorted(finished) == ["tb", "wandb"]
     assert "Epoch 1: {'loss': '0.5000'}" in capsys.readouterr().out
+    # a resumed run (a second logger on the same directory) continues the same W&B run, and
+    # TensorBoard drops events from the first row's step on (a crashed attempt's)
+    with MetricsLogger(rd, total_epochs=2, progress=False, config=cfg) as log:
+        log.epoch({"epoch": 2, "env_steps": 128, "wall_seconds": 2.0, "loss": 0.4})
+    assert inits[0]["id"] == inits[1]["id"] and inits[1]["resume"] == "allow"
+    assert purged == [64, 128]
 
 
 def test_a_disabled_logger_writes_nothing(tmp_path):

@@ -3,6 +3,7 @@ otherwise; TensorBoard and Weights & Biases when switched on in the config (opti
 
 from __future__ import annotations
 
+import secrets
 import sys
 from typing import Any
 
@@ -45,6 +46,7 @@ class MetricsLogger:
         self._task: Any = None
         self._tb: Any = None
         self._wandb: Any = None
+        self._tb_writer: Any = None  # the class; the writer is made at the first row
         if enabled and config is not None and getattr(config, "tensorboard", False):
             try:
                 from tensorboardX import SummaryWriter
@@ -52,13 +54,22 @@ class MetricsLogger:
                 raise ImportError(
                     "tensorboard=True needs `pip install turbozero[tensorboard]`"
                 ) from e
-            self._tb = SummaryWriter(str(run_dir.path / "tensorboard"))
+            self._tb_writer = SummaryWriter
         if enabled and config is not None and getattr(config, "wandb_project", None):
             try:
                 import wandb
             except ImportError as e:
                 raise ImportError("wandb_project needs `pip install turbozero[wandb]`") from e
-            self._wandb = wandb.init(project=config.wandb_project, config=config.to_dict())
+            # one W&B run per run directory: a resumed run continues it
+            id_file = run_dir.path / "wandb_id"
+            if not id_file.exists():
+                id_file.write_text(secrets.token_hex(4))
+            self._wandb = wandb.init(
+                project=config.wandb_project,
+                config=config.to_dict(),
+                id=id_file.read_text().strip(),
+                resume="allow",
+            )
 
     def __enter__(self) -> MetricsLogger:
         if self.progress_on:
@@ -111,6 +122,10 @@ class MetricsLogger:
             print(f"Epoch {row['epoch']}: {shown}", flush=True)
         step = int(row.get("env_steps", row["epoch"]))
         numeric = {k: v for k, v in row.items() if isinstance(v, int | float)}
+        if self._tb is None and self._tb_writer is not None:
+            # events at or after this row's step are a crashed attempt's (a resumed run redoes
+            # them): TensorBoard drops them rather than plot those epochs twice
+            self._tb = self._tb_writer(str(self.run_dir.path / "tensorboard"), purge_step=step)
         if self._tb is not None:
             for k, v in numeric.items():
                 self._tb.add_scalar(k, v, step)

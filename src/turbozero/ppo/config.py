@@ -38,8 +38,8 @@ class PPOConfig(Config):
     kl_coef: float = 3.0  # KL penalty weight (loss="kl_penalty")
     value_clip_eps: float = 0.2  # value clipping radius; 0 turns value clipping off
     ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    standardize_advantages: bool = True
+    vf_coef: float = 0.5  # the critic's loss weight (its own Adam mostly undoes it; clipping not)
+    standardize_advantages: bool = True  # once per update over its whole batch, all devices
     reward_scale: float = 1.0  # rewards are multiplied by this before GAE
     # Optimisation (separate Adam optimisers for the actor and the critic).
     actor_lr: float = 3e-4

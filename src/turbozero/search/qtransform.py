@@ -1,7 +1,8 @@
 """Normalisations of the action values seen at a node.
 
 Both follow the definitions of the MuZero and Gumbel MuZero papers (as mctx does), so our search
-and mctx can be compared action for action. Only visited children enter the normalisation.
+and mctx can be compared action for action. Only visited children enter the normalisation; one
+difference from mctx is noted at `completed_q`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ def completed_q(
     """`[B, A]` completed Q (unvisited actions take the mixed value), scaled as sigma(q).
 
     `sigma(q) = (maxvisit_init + max_visits) * value_scale * q`, with q min-max rescaled over
-    the actions when `rescale`.
+    the legal actions when `rescale`. mctx rescales over all actions, illegal ones holding the
+    mixed value too; the two differ only at a node whose legal actions were all visited, with
+    illegal actions, where the mixed value lies outside the legal Q range (an illegal action's
+    value means nothing, so it does not set the scale here).
     """
     visited = view.child_visits > 0
     q = jnp.where(visited, view.child_q, mixed_value(view)[:, None])

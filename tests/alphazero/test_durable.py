@@ -79,6 +79,33 @@ def test_one_epoch_on_2_and_4_devices_matches_one_device():
         assert result[n]["loss"] == pytest.approx(result[n]["loss1"], rel=1e-4)
 
 
+def test_compiled_steps_take_a_state_laid_out_otherwise():
+    """The trainer's steps are compiled ahead for the sharded layout; a state that arrives
+    replicated (or on one device) is laid out for them rather than refused."""
+    code = textwrap.dedent(
+        """
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+        from tests.alphazero.test_selfplay_and_trainer import TINY
+        from turbozero.alphazero import make_alphazero
+        from turbozero.alphazero.sharding import Sharder
+        from turbozero.alphazero.train import _CompiledAhead
+        cfg = TINY.with_overrides(["devices=2"])
+        az = make_alphazero(cfg)
+        sh = Sharder(cfg)
+        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+        collect = _CompiledAhead(sh.jit_step(az.collect, shape))
+        state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
+        collect.prepare(state, 2)
+        for layout in (sh.replicated, jax.devices()[0]):
+            other = jax.device_put(state, layout)
+            state, _ = collect(other, 2)
+        print("SPREAD", len(state.selfplay.tree.visits.sharding.device_set))
+        """
+    )
+    assert "SPREAD 2" in _run(code, devices=2)
+
+
 def test_batch_sizes_that_do_not_divide_the_devices_are_refused():
     code = textwrap.dedent(
         """

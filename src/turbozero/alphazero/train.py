@@ -53,7 +53,10 @@ class _CompiledAhead:
 
     def __call__(self, state: Any, n: int) -> Any:
         self.prepare(state, n)
-        return self.compiled[n](state)
+        compiled = self.compiled[n]
+        # a compiled program takes its inputs only in the layout it was compiled for (where
+        # `jit` would recompile): lay out a state that arrives otherwise (no copy when it is)
+        return compiled(jax.device_put(state, compiled.input_shardings[0][0]))
 
 
 def positions_played(cfg: AlphaZeroConfig, epochs: int) -> int:

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from turbozero.config import PRESETS, ConfigError, get_preset
 from turbozero.io.errors import CheckpointError
@@ -16,9 +17,37 @@ def _load_presets() -> None:
     import turbozero.ppo.config  # noqa: F401
 
 
+def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
+    """`(config, algorithm, preset)` of the run in `--out`: its own config.json with `--set`
+    applied (a resumed run may change only where it stops; `train` refuses the rest)."""
+    from turbozero.alphazero.config import AlphaZeroConfig
+    from turbozero.io.rundir import RunDir
+    from turbozero.ppo.config import PPOConfig
+
+    rd = RunDir(args.out)
+    if not rd.is_run():
+        raise FileNotFoundError(f"{args.out!r} is not a run directory (no config.json) to resume")
+    saved = rd.read_json("config.json")
+    algorithm = saved.get("algorithm")
+    classes: dict[str, Any] = {"alphazero": AlphaZeroConfig, "ppo": PPOConfig}
+    if algorithm not in classes:
+        raise ConfigError(f"{rd.config_path} names no algorithm turbozero knows: {algorithm!r}")
+    preset = saved.get("preset")
+    if args.preset and preset and args.preset != preset:
+        raise ConfigError(f"{args.out!r} is a run of preset {preset!r}, not {args.preset!r}")
+    config = classes[algorithm].from_dict(saved["config"]).with_overrides(args.set or [])
+    return config, algorithm, preset or args.preset
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     _load_presets()
-    if args.list or not args.preset:
+    if args.resume and not args.out:
+        raise ConfigError("--resume needs --out RUN_DIR, the run to continue")
+    if args.list or (not args.preset and not args.resume):
+        if not args.list and (args.set or args.out):
+            raise ConfigError(
+                "give a preset to train (turbozero train --list), or --resume with --out RUN_DIR"
+            )
         width = max(len(n) for n in PRESETS)
         for name, p in sorted(PRESETS.items()):
             print(f"{name:<{width}}  [{p.algorithm}] {p.description}")
@@ -26,19 +55,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     from turbozero.io import enable_compilation_cache
 
     enable_compilation_cache()
-    if args.resume and not args.out:
-        raise ConfigError("--resume needs --out RUN_DIR, the run to continue")
-    preset = get_preset(args.preset)
-    config = preset.make().with_overrides(args.set or [])
     out = Path(args.out) if args.out else None
-    if preset.algorithm == "ppo":
+    if args.resume:
+        config, algorithm, preset_name = _resumed_config(args)
+    else:
+        preset = get_preset(args.preset)
+        config = preset.make().with_overrides(args.set or [])
+        algorithm, preset_name = preset.algorithm, args.preset
+    if algorithm == "ppo":
         from turbozero.ppo.train import train_ppo
 
-        train_ppo(config, out, resume=args.resume, preset=args.preset)  # type: ignore[arg-type]
+        train_ppo(config, out, resume=args.resume, preset=preset_name)
         return 0
     from turbozero.alphazero.train import train
 
-    train(config, out, resume=args.resume, preset=args.preset)  # type: ignore[arg-type]
+    train(config, out, resume=args.resume, preset=preset_name)
     return 0
 
 
@@ -229,7 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("preset", nargs="?", help="preset name")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
     t.add_argument("--out", help="run directory (default runs/PRESET-TIMESTAMP)")
-    t.add_argument("--resume", action="store_true", help="continue the run in --out")
+    t.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its own config (--set may change num_epochs, "
+        "max_wall_seconds)",
+    )
     t.add_argument("--list", action="store_true", help="list presets")
     t.set_defaults(fn=cmd_train)
     v = sub.add_parser("eval", help="play a trained agent against an opponent")

@@ -129,6 +129,14 @@ class Config:
                     )
                 hint = typing.get_type_hints(cls)[part]
                 if depth == len(parts) - 1:
+                    section = _config_class(hint)
+                    if section is not None:
+                        keys = [f.name for f in dataclasses.fields(section)]
+                        raise ConfigError(
+                            f"{path} is a section ({section.__name__}), not a value: got "
+                            f"{raw.strip()!r}; set its keys, e.g. {path}.{keys[0]}=...; its "
+                            f"keys: {keys}"
+                        )
                     node[part] = _parse_value(hint, raw.strip(), path)
                 else:
                     node = node[part]
@@ -138,6 +146,22 @@ class Config:
                             f"config key {'.'.join(parts[: depth + 1])!r} has no sub-keys"
                         )
         return type(self).from_dict(data)
+
+    def diff(self, other: Config) -> dict[str, tuple[Any, Any]]:
+        """`{dotted key: (self's value, other's value)}` for every field that differs."""
+
+        def flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for k, v in d.items():
+                if isinstance(v, Mapping):
+                    out.update(flat(v, f"{prefix}{k}."))
+                else:
+                    out[f"{prefix}{k}"] = v
+            return out
+
+        a, b = flat(self.to_dict()), flat(other.to_dict())
+        keys = sorted(a.keys() | b.keys())
+        return {k: (a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)

@@ -117,6 +117,10 @@ def test_cli_reports_refused_settings_in_one_error_line(tmp_path, capsys):
 
     assert main(["config", "tic_tac_toe", "--set", "search=3"]) == 2
     assert "search is a section" in capsys.readouterr().err
+    assert main(["config", "tic_tac_toe", "--set", "network=mlp"]) == 2
+    assert "network is a section (NetworkConfig), not a value" in capsys.readouterr().err
+    assert main(["train", "--set", "num_epochs=3", "--out", str(tmp_path / "x")]) == 2
+    assert "give a preset to train" in capsys.readouterr().err
     assert main(["train", "tic_tac_toe", "--resume"]) == 2
     assert "--resume needs --out" in capsys.readouterr().err
     out = tmp_path / "gumbel"
@@ -135,3 +139,24 @@ def test_plot_of_a_run_without_metrics_says_so(tmp_path, capsys):
     rd.write_json("config.json", {"algorithm": "alphazero", "config": CFG.to_dict()})
     assert main(["plot", str(rd.path)]) == 2
     assert "has no metrics yet" in capsys.readouterr().err
+
+
+def test_cli_resume_starts_from_the_runs_own_config(full_run, tmp_path, capsys):
+    """`train --out RUN --resume` needs neither the preset nor the first command's `--set`s;
+    a new `num_epochs` is recorded in the run's config.json; anything else is refused by
+    dotted key."""
+    import shutil
+
+    from turbozero.cli import main
+
+    run = tmp_path / "copy"
+    shutil.copytree(full_run[0], run)
+    assert main(["train", "--out", str(run), "--resume", "--set", "num_epochs=3"]) == 0
+    assert [r["epoch"] for r in RunDir(run).read_metrics()] == [1, 2, 3]
+    assert RunDir(run).read_json("config.json")["config"]["num_epochs"] == 3
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--set", "search.c_puct=2"]) == 2
+    err = capsys.readouterr().err
+    assert "(saved, given): {'search.c_puct': (1.25, 2.0)}" in err and "may change only" in err
+    assert main(["train", "connect_four", "--out", str(run), "--resume"]) == 2
+    assert "is a run of preset 'test', not 'connect_four'" in capsys.readouterr().err

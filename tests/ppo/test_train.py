@@ -110,7 +110,7 @@ def test_resume_refuses_a_different_config(full_run):
     with pytest.raises(ValueError, match="actor_lr"):
         train_ppo(dataclasses.replace(TINY, actor_lr=1e-3), run, resume=True, progress=False)
     longer = dataclasses.replace(TINY, num_updates=2 * TINY.num_updates)
-    with pytest.raises(ValueError, match="learning-rate schedule, so a finished PPO run"):
+    with pytest.raises(ValueError, match="learning-rate schedule, so a PPO run.s length cannot"):
         train_ppo(longer, run, resume=True, progress=False)
 
 

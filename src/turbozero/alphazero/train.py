@@ -117,15 +117,17 @@ def train(
         if saved.get("algorithm") != ALGORITHM:
             raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
         stored = AlphaZeroConfig.from_dict(saved["config"])
-        if stored != config:
-            diff = {
-                k: (v, config.to_dict()[k])
-                for k, v in stored.to_dict().items()
-                if config.to_dict()[k] != v and k not in RESUME_MAY_CHANGE
-            }
-            if diff:
-                raise ValueError(f"config differs from the run's saved config: {diff}")
+        diff = stored.diff(config)
+        refused = {k: v for k, v in diff.items() if k not in RESUME_MAY_CHANGE}
+        if refused:
+            raise ValueError(
+                f"config differs from the run's saved config (saved, given): {refused}; a "
+                f"resumed run may change only {', '.join(RESUME_MAY_CHANGE)} (`turbozero train "
+                f"--out RUN --resume` starts from the run's own config.json)"
+            )
         preset = saved.get("preset", preset)
+        if diff:  # the run directory records the settings it now runs with
+            rd.write_json("config.json", {**saved, "config": config.to_dict()})
     else:
         rd.create()
         rd.write_json(

@@ -222,16 +222,16 @@ def train_ppo(
         rd.create(resume=True)
         stored, saved_preset = read_run_config(rd)
         if stored != cfg:
-            new = cfg.to_dict()
-            diff = {k: (v, new[k]) for k, v in stored.to_dict().items() if new[k] != v}
+            diff = stored.diff(cfg)
             why = (
-                " (num_updates also spans the learning-rate schedule, so a finished PPO run "
-                "cannot be extended: start a new run)"
+                " (num_updates also spans the learning-rate schedule, so a PPO run's length "
+                "cannot change when it resumes: start a new run to train longer)"
                 if "num_updates" in diff
                 else ""
             )
             raise ValueError(
-                f"config differs from the run's saved config (saved, given): {diff}{why}"
+                f"config differs from the run's saved config (saved, given): {diff}{why}; "
+                f"`turbozero train --out RUN --resume` starts from the run's own config.json"
             )
         preset = saved_preset or preset
     else:

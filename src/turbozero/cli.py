@@ -117,6 +117,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     env = loaded.env
     key = jax.random.PRNGKey(args.seed)
     if env.num_players == 1:
+        if args.vs is not None:
+            raise ConfigError(f"--vs is for two-player games; {env.name!r} has one player")
         r = play_match(env, loaded.agent, None, key, num_games=args.games, max_steps=args.max_steps)
         out = {
             "run": str(args.run_dir),
@@ -127,7 +129,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         if args.games % 2:
             raise ConfigError(f"--games must be even (sides are swapped), got {args.games}")
-        opp = _opponent(args.vs, env, args.simulations)
+        vs = args.vs or "random"
+        opp = _opponent(vs, env, args.simulations)
         r = play_match(
             env,
             loaded.agent,
@@ -140,7 +143,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out = {
             "run": str(args.run_dir),
             "env": env.name,
-            "vs": args.vs,
+            "vs": vs,
             "games": r.num_games,
             "opening_moves": args.opening_moves,  # random moves: even "perfect" can lose
             "wins": r.wins,
@@ -270,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     t.set_defaults(fn=cmd_train)
     v = sub.add_parser("eval", help="play a trained agent against an opponent")
     v.add_argument("run_dir")
-    v.add_argument("--vs", default="random", help="random | perfect | mcts:N | RUN_DIR2")
+    v.add_argument(
+        "--vs", default=None, help="random (default) | perfect | mcts:N | RUN_DIR2 (two players)"
+    )
     v.add_argument("--games", type=int, default=100)
     v.add_argument("--simulations", type=int, default=None, help="search simulations per move")
     v.add_argument("--which", default="best", choices=["best", "latest"])
@@ -310,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))
+    except KeyboardInterrupt:
+        # a second Ctrl-C (the first finishes the epoch and saves): what was saved stays
+        print(
+            "\ninterrupted (the last checkpoint is kept: --resume goes on from it)", file=sys.stderr
+        )
+        return 130
     except (ConfigError, CheckpointError, FileExistsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -49,6 +49,15 @@ def load_agent(
     if algorithm == "ppo":
         from turbozero.ppo.load import load_agent as load_ppo
 
+        given = {"num_simulations": num_simulations, "env": env, "module": module}
+        unused = [k for k, v in given.items() if v is not None]
+        if unused:
+            raise ValueError(
+                f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} for AlphaZero "
+                f"runs; {str(rd.path)!r} is a PPO run "
+                f"(it loads its own environment and networks and does not search)"
+            )
+
         p = Path(path)
         step = int(p.name) if p.absolute() != rd.path.absolute() and p.name.isdigit() else None
         return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)

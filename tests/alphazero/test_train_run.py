@@ -96,6 +96,12 @@ def test_zero_simulations_are_refused_not_read_as_the_default(full_run, capsys):
     run, _ = full_run
     with pytest.raises(ValueError, match="num_simulations must be an int >= 1"):
         turbozero.load_agent(run, 0)
+    loaded = turbozero.load_agent(run)
+    one, _ = loaded.env.init(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"act takes a batch of 'tic_tac_toe' states"):
+        loaded.act(one, jax.random.PRNGKey(1))
+    batch = jax.tree_util.tree_map(lambda x: x[None], one)
+    assert loaded.act(batch, jax.random.PRNGKey(1)).shape == (1,)
     for flag, value in (("--simulations", "0"), ("--games", "0"), ("--opening-moves", "-1")):
         assert main(["eval", str(run), flag, value]) == 2
         assert f"error: {flag} must be" in capsys.readouterr().err
@@ -160,3 +166,17 @@ def test_cli_resume_starts_from_the_runs_own_config(full_run, tmp_path, capsys):
     assert "(saved, given): {'search.c_puct': (1.25, 2.0)}" in err and "may change only" in err
     assert main(["train", "connect_four", "--out", str(run), "--resume"]) == 2
     assert "is a run of preset 'test', not 'connect_four'" in capsys.readouterr().err
+
+
+def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys):
+    """A second Ctrl-C raises KeyboardInterrupt wherever the program is (e.g. inside XLA):
+    the CLI says what is kept and exits 130."""
+    from turbozero import cli
+
+    def abort(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_plot", abort)
+    assert cli.main(["plot", "anywhere"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (the last checkpoint is kept" in err and "Traceback" not in err

@@ -92,6 +92,8 @@ def test_check_names_the_violated_rule(rule):
     with pytest.raises(envs.EnvCheckError) as info:
         envs.check(env or _counter_game(bad=rule), batch_size=2, num_steps=6)
     assert rule in info.value.violations
+    if rule == "player_out_of_range":  # a one-player game: how a second player is declared
+        assert "return rewards of shape [2]" in info.value.violations[rule]
 
 
 def test_users_steps_after_the_end_are_held_by_the_adapter():
@@ -193,3 +195,46 @@ def test_a_box_of_several_dimensions_is_a_flat_action_for_the_policy(monkeypatch
     state, _ = env.init(jax.random.PRNGKey(0))
     env.step(state, jnp.array([0.5]), jax.random.PRNGKey(1))
     assert received == [(1, 1)]
+
+
+def _game(step_md=None, step_state=None, observe=None):
+    """A one-player game whose step can be made to break the layout init_fn set."""
+
+    def md(n):
+        return StepMetadata(
+            rewards=jnp.zeros((1,)),
+            action_mask=jnp.ones((n,), bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+        )
+
+    def init(key):
+        return {"t": jnp.int32(0)}, md(2)
+
+    def step(state, action):
+        new = step_state(state) if step_state else {"t": state["t"] + 1}
+        return new, md(3 if step_md else 2)
+
+    return envs.from_functions(
+        init_fn=init,
+        step_fn=step,
+        observe_fn=observe or (lambda s: jnp.zeros((1,))),
+        name="layout",
+    )
+
+
+def test_a_step_that_changes_the_layout_is_named_when_the_adapter_is_built():
+    with pytest.raises(ValueError, match=r"returns a StepMetadata whose \(shape, dtype\) differ"):
+        _game(step_md=True)
+    with pytest.raises(ValueError, match="returns a state of another structure"):
+        _game(step_state=lambda s: {"t": s["t"] + 1, "extra": jnp.int32(0)})
+    with pytest.raises(ValueError, match=r"returns a state whose \(shape, dtype\) differ"):
+        _game(step_state=lambda s: {"t": s["t"].astype(jnp.float32)})
+
+    def branchy(state):
+        if state["t"] > 0:  # Python control flow on a traced value
+            return jnp.ones((1,))
+        return jnp.zeros((1,))
+
+    with pytest.raises(TypeError, match="observe_fn of 'layout' could not be traced"):
+        _game(observe=branchy)

@@ -110,7 +110,7 @@ def test_resume_refuses_a_different_config(full_run):
     with pytest.raises(ValueError, match="actor_lr"):
         train_ppo(dataclasses.replace(TINY, actor_lr=1e-3), run, resume=True, progress=False)
     longer = dataclasses.replace(TINY, num_updates=2 * TINY.num_updates)
-    with pytest.raises(ValueError, match="learning-rate schedule, so a PPO run.s length cannot"):
+    with pytest.raises(ValueError, match="learning-rate schedule, so a PPO run's length cannot"):
         train_ppo(longer, run, resume=True, progress=False)
 
 
@@ -176,6 +176,9 @@ def test_loaded_agent_acts_greedily_with_the_saved_params_and_statistics(full_ru
         loaded.env, loaded.agent, None, jax.random.PRNGKey(3), num_games=4, max_steps=20
     )
     assert result.num_games == 4
+    one, _ = loaded.env.init(jax.random.PRNGKey(4))
+    with pytest.raises(ValueError, match="policy takes a batch of"):
+        loaded.policy(one, jax.random.PRNGKey(5))
 
 
 def test_the_top_level_loader_takes_a_checkpoint_directory_and_loads_that_step(full_run):
@@ -187,6 +190,19 @@ def test_the_top_level_loader_takes_a_checkpoint_directory_and_loads_that_step(f
     loaded = turbozero.load_agent(RunDir(run).checkpoints / str(steps[0]), which="latest")
     assert loaded.step == steps[0]
     assert turbozero.load_agent(run).step == steps[-1]
+
+
+def test_alphazero_only_options_are_refused_for_a_ppo_run(full_run, capsys):
+    import turbozero
+    from turbozero.cli import main
+
+    run, _ = full_run
+    with pytest.raises(ValueError, match="num_simulations is for AlphaZero runs"):
+        turbozero.load_agent(run, 8)
+    assert main(["eval", str(run), "--simulations", "8"]) == 2
+    assert "num_simulations is for AlphaZero runs" in capsys.readouterr().err
+    assert main(["eval", str(run), "--vs", "perfect", "--games", "2"]) == 2
+    assert "--vs is for two-player games" in capsys.readouterr().err
 
 
 def test_evaluate_run_reports_the_mean_and_std_return(full_run):

@@ -13,7 +13,7 @@ from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.trainer import AlphaZeroSystem, make_alphazero, make_selector
 from turbozero.arena import Agent, alphazero_agent
-from turbozero.envs.core import Env
+from turbozero.envs.core import Env, check_batched
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import find_run_dir
 from turbozero.nets import init_params
@@ -35,9 +35,11 @@ class LoadedAgent:
     az: AlphaZeroSystem
 
     def act(self, states: PyTree, key: PRNGKey) -> Array:
+        check_batched(self.env, states, "act")
         return self.agent.act(states, key)
 
     def policy(self, states: PyTree, key: PRNGKey):
+        check_batched(self.env, states, "policy")
         return self.agent.policy(states, key)
 
     @property

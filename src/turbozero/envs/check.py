@@ -92,7 +92,15 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
             v.setdefault("no_legal_action", f"at step {t}")
         player = np.asarray(md.cur_player_id)
         if np.any(~over & ((player < 0) | (player >= P))):
-            v.setdefault("player_out_of_range", f"cur_player_id={player.tolist()} at step {t}")
+            hint = (
+                " (the game has 1 player; for two, return rewards of shape [2], from which "
+                "from_functions reads the player count, or pass num_players=2)"
+                if P == 1
+                else ""
+            )
+            v.setdefault(
+                "player_out_of_range", f"cur_player_id={player.tolist()} at step {t}{hint}"
+            )
         md2 = meta(state)
         same = jax.tree_util.tree_all(
             jax.tree_util.tree_map(lambda a, b: bool(jnp.array_equal(a, b)), md, md2)

@@ -14,6 +14,7 @@ players, rewards, signs, terminal states, truncation and illegal actions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +81,27 @@ class Env:
         return (
             f"Env({self.name!r}, players={self.num_players}, actions={self.num_actions}, "
             f"observation={self.observation_shape})"
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _single_state_leaves(env: Env) -> list[Any]:
+    """Shapes of one game's state leaves (traced once per environment)."""
+    return jax.tree_util.tree_leaves(jax.eval_shape(env.init, jax.random.PRNGKey(0))[0])
+
+
+def check_batched(env: Env, states: PyTree, who: str) -> None:
+    """Raise a `ValueError` naming `who` unless `states` are a batch (a leading axis on every
+    leaf of `env`'s single-game state); shapes only, so it also works on traced states."""
+    singles = _single_state_leaves(env)
+    leaves = jax.tree_util.tree_leaves(states)
+    if len(leaves) != len(singles) or any(
+        jnp.ndim(x) != len(s.shape) + 1 or tuple(jnp.shape(x)[1:]) != tuple(s.shape)
+        for x, s in zip(leaves, singles, strict=True)
+    ):
+        raise ValueError(
+            f"{who} takes a batch of {env.name!r} states (a leading axis [B, ...] on every "
+            f"leaf); for one state pass jax.tree.map(lambda x: x[None], state)"
         )
 
 

@@ -92,7 +92,10 @@ def from_functions(
     if num_players is None:
         rshape = md_shape.rewards.shape
         num_players = int(rshape[0]) if len(rshape) == 1 else 1
-    obs_shape = jax.eval_shape(observe_fn, shape[0]).shape
+    try:
+        obs_shape = jax.eval_shape(observe_fn, shape[0]).shape
+    except Exception as e:
+        raise TypeError(f"observe_fn of {name!r} could not be traced: {e}") from e
     players = num_players
 
     def check_rewards(rewards: Any, where: str) -> None:
@@ -107,6 +110,25 @@ def from_functions(
 
     check_rewards(md_shape.rewards, "init_fn")
 
+    def check_same(before: Any, after: Any, what: str) -> None:
+        """`step_fn` must return a `what` laid out as `init_fn`'s (the state is one array
+        program: its leaves keep their shapes and dtypes from step to step)."""
+
+        def layout(tree: Any) -> Any:
+            return jax.tree_util.tree_map(lambda x: (jnp.shape(x), jnp.result_type(x)), tree)
+
+        was, now = jax.tree_util.tree_structure(before), jax.tree_util.tree_structure(after)
+        if str(was) != str(now):
+            raise ValueError(
+                f"step_fn of {name!r} returns a {what} of another structure than init_fn's: "
+                f"{now} instead of {was}"
+            )
+        if layout(before) != layout(after):
+            raise ValueError(
+                f"step_fn of {name!r} returns a {what} whose (shape, dtype) differ from "
+                f"init_fn's: {layout(after)} instead of {layout(before)}"
+            )
+
     def init(key):
         s, md = init_fn(key)
         return GameState(s, _normalise(md, players)), _normalise(md, players)
@@ -117,8 +139,11 @@ def from_functions(
         else:
             s, md = step_fn(state.inner, action)
         check_rewards(md.rewards, "step_fn")
+        md = _normalise(md, players)
+        check_same(state.inner, s, "state")
+        check_same(state.metadata, md, "StepMetadata")
         # the contract: a finished game keeps its state and pays nothing more
-        new = hold_finished(state, GameState(s, _normalise(md, players)))
+        new = hold_finished(state, GameState(s, md))
         return new, new.metadata
 
     # rewards of a step, checked now rather than when a program first traces it

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import Agent, AgentOutput, legal_mask, make_agent, masked_softmax
-from turbozero.envs.core import Env
+from turbozero.envs.core import Env, check_batched
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import RunDir
 from turbozero.ppo import normalize as obs_norm
@@ -107,10 +107,12 @@ class LoadedAgent(NamedTuple):
 
     def policy(self, states: PyTree, key: PRNGKey) -> AgentOutput:
         """`agent.policy`: the output on `states` (batched on the leading axis); consumes `key`."""
+        check_batched(self.env, states, "policy")
         return self.agent.policy(states, key)
 
     def act(self, states: PyTree, key: PRNGKey) -> Any:
         """`agent.act`: the actions `[B]` (or `[B, D]` continuous) on `states`; consumes `key`."""
+        check_batched(self.env, states, "act")
         return self.agent.act(states, key)
 
 

@@ -3,12 +3,14 @@ tutorial at full size, two processes joined by jax.distributed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -39,9 +41,9 @@ def _turbozero(*args: str, timeout: int) -> str:
 
 def test_tic_tac_toe_preset_reaches_perfect_play_within_10_minutes(tmp_path):
     run = tmp_path / "ttt"
+    # the 10 minutes are the subprocess's timeout (a budget, not a speed claim: the measured
+    # time is in docs/benchmarks.md, "Learning")
     _turbozero("train", "tic_tac_toe", "--out", str(run), timeout=600)
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["wall_seconds"] < 600
     out = json.loads(
         _turbozero(
             "eval",
@@ -160,39 +162,49 @@ TWO_HOSTS = textwrap.dedent(
 )
 
 
-def test_two_processes_joined_by_jax_distributed_train_one_epoch_and_agree(tmp_path):
+def test_two_processes_joined_by_jax_distributed_train_and_agree(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     procs = []
-    for pid in range(2):
-        env = dict(
-            os.environ,
-            PYTHONPATH=pythonpath(),
-            TURBOZERO_COORDINATOR=f"127.0.0.1:{port}",
-            TURBOZERO_NUM_PROCESSES="2",
-            TURBOZERO_PROCESS_ID=str(pid),
-            TURBOZERO_CPU_COLLECTIVES="gloo",
-            XLA_FLAGS="--xla_force_host_platform_device_count=1",
-        )
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", TWO_HOSTS, str(tmp_path / "run")],
-                env=env,
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+    # output to files (a full pipe would block one process and so both), polled together (one
+    # that fails ends the other instead of leaving it waiting for its peer)
+    with contextlib.ExitStack() as files:
+        for pid in range(2):
+            env = dict(
+                os.environ,
+                PYTHONPATH=pythonpath(),
+                TURBOZERO_COORDINATOR=f"127.0.0.1:{port}",
+                TURBOZERO_NUM_PROCESSES="2",
+                TURBOZERO_PROCESS_ID=str(pid),
+                TURBOZERO_CPU_COLLECTIVES="gloo",
+                XLA_FLAGS="--xla_force_host_platform_device_count=1",
             )
-        )
-    results = []
-    for p in procs:
+            out = files.enter_context(open(tmp_path / f"{pid}.out", "w"))
+            err = files.enter_context(open(tmp_path / f"{pid}.err", "w"))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", TWO_HOSTS, str(tmp_path / "run")],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=out,
+                    stderr=err,
+                )
+            )
+        deadline = time.monotonic() + 900
         try:
-            out, err = p.communicate(timeout=900)
+            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                if any(p.poll() not in (None, 0) for p in procs):
+                    break
+                time.sleep(0.5)
         finally:
-            p.kill()
-        assert p.returncode == 0, err[-3000:]
-        results.append(json.loads(out.split("RESULT", 1)[1]))
+            for p in procs:
+                p.kill()
+                p.wait()
+    results = []
+    for pid, p in enumerate(procs):
+        assert p.returncode == 0, (tmp_path / f"{pid}.err").read_text()[-3000:]
+        results.append(json.loads((tmp_path / f"{pid}.out").read_text().split("RESULT", 1)[1]))
     assert all(r["devices"] == 2 and r["local"] == 1 for r in results)
     assert results[0]["sum"] == pytest.approx(results[1]["sum"], rel=1e-6)
     assert all(r["agreed"] == [False, True] and r["epochs"] == 2 for r in results)

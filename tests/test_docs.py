@@ -2,7 +2,8 @@
 `make check`; and docs/configuration.md is what the typed configs generate.
 
 Shell blocks run with trainings shortened to 2 epochs; `make test` lines are skipped (CI runs
-that command itself) and so are full benchmark grids (their `--quick` lines run).
+that command itself) and so are full benchmark grids (their `--quick` lines run). Blocks tagged
+`text` (outputs, layouts, long benchmark commands) do not run.
 """
 
 from __future__ import annotations
@@ -24,6 +25,18 @@ def _blocks(kind: str):
         for i, (lang, code) in enumerate(BLOCK.findall(path.read_text())):
             if lang == kind:
                 yield pytest.param(code, id=f"{path.name}-{i}")
+
+
+def test_every_code_block_says_whether_it_runs():
+    """An untagged block would be skipped silently: blocks are `python` or `bash` (run) or
+    `text` (output, layouts, commands too long for the check)."""
+    for path in DOCS:
+        inside = False
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if line.startswith("```"):
+                if not inside:
+                    assert line[3:].strip() in ("python", "bash", "text"), f"{path.name}:{n}"
+                inside = not inside
 
 
 @pytest.mark.parametrize("code", list(_blocks("python")))

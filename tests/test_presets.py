@@ -1,4 +1,4 @@
-"""Every preset builds, and its pieces compile for one tiny step."""
+"""Every preset builds, and its programs trace for one tiny step."""
 
 from __future__ import annotations
 
@@ -30,6 +30,38 @@ def test_every_preset_config_is_valid_and_described(name):
     config = preset.make()
     assert preset.description
     assert type(config).from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_traces_one_step_of_its_programs(name):
+    """Each preset's own game, network, search and augmentations trace through self-play and
+    training (AlphaZero) or one update (PPO), at tiny batch sizes: shapes only, no compiling."""
+    import jax
+
+    from turbozero.alphazero import make_alphazero
+    from turbozero.ppo import make_ppo
+
+    preset = get_preset(name)
+    key = jax.random.PRNGKey(0)
+    if preset.algorithm == "alphazero":
+        small = ["num_games=2", "train_batch_size=2", "memory_capacity=4", "devices=1"]
+        cfg = preset.make().with_overrides(
+            [*small, "search.num_simulations=2", "search.max_nodes=3"]
+        )
+        az = make_alphazero(cfg)
+        state = jax.eval_shape(az.init, key)
+        after, metrics = jax.eval_shape(lambda s: az.collect(s, 1), state)
+        assert jax.tree_util.tree_structure(after) == jax.tree_util.tree_structure(state)
+        assert metrics["episodes"].shape == ()
+        _, losses = jax.eval_shape(lambda s: az.train_steps(s, 1), state)
+        assert losses["loss"].shape == ()
+    else:
+        cfg = preset.make().with_overrides(["num_envs=2", "rollout_length=2", "num_minibatches=1"])
+        ppo = make_ppo(cfg)
+        state = jax.eval_shape(ppo.init, key)
+        after, metrics = jax.eval_shape(ppo.update, state)
+        assert jax.tree_util.tree_structure(after) == jax.tree_util.tree_structure(state)
+        assert metrics["actor_loss"].shape == (cfg.num_updates_per_eval,)
 
 
 def test_misspelt_preset_gets_a_suggestion():

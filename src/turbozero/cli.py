@@ -1,4 +1,4 @@
-"""The `turbozero` command: train, eval, play, plot, envs."""
+"""The `turbozero` command: train, eval, play, plot, envs, config."""
 
 from __future__ import annotations
 
@@ -266,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out from its own config (--set may change num_epochs, "
-        "max_wall_seconds)",
+        help="continue the run in --out from its own config (AlphaZero: --set may change "
+        "num_epochs, max_wall_seconds; PPO: nothing)",
     )
     t.add_argument("--list", action="store_true", help="list presets")
     t.set_defaults(fn=cmd_train)

@@ -234,7 +234,8 @@ def _check_episodes(tester: Any) -> None:
 @dataclasses.dataclass(frozen=True)
 class TwoPlayerTester:
     """The current network against the best so far, `num_episodes` games (rounded up to even:
-    each side plays first in half)."""
+    each side plays first in half). The Trainer plays one number of games against every
+    opponent: the largest `num_episodes` of its testers."""
 
     num_episodes: int = 32
 
@@ -244,7 +245,8 @@ class TwoPlayerTester:
 
 @dataclasses.dataclass(frozen=True)
 class BaselineTester:
-    """The current network against a fixed opponent: "random", "perfect" or "mcts:N"."""
+    """The current network against a fixed opponent: "random", "perfect" or "mcts:N"
+    (`num_episodes` as in `TwoPlayerTester`: the Trainer uses its testers' largest)."""
 
     opponent: str = "random"
     num_episodes: int = 32

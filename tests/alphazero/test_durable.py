@@ -196,10 +196,15 @@ def test_a_save_killed_halfway_leaves_the_previous_checkpoint_loadable(tmp_path)
     )
     assert proc.stdout is not None
     proc.stdout.readline()  # step 1 is complete
-    time.sleep(0.15)  # somewhere inside a later save
+    # kill while a later save is being written: its temporary directory is there
+    deadline = time.monotonic() + 60
+    while not any("tmp" in p.name for p in directory.iterdir()):
+        assert time.monotonic() < deadline, "no save in progress was seen"
+        time.sleep(0.001)
     proc.kill()
     proc.wait()
     proc.stdout.close()
+    assert any("tmp" in p.name for p in directory.iterdir())  # the save was cut off
     ck = Checkpointer(directory, keep=None)
     step = ck.latest_step()
     assert step is not None and step >= 1

@@ -56,15 +56,50 @@ def test_masked_actions_get_zero_gradient(setup):
     assert np.any(np.asarray(g)[:, 0] != 0.0)
 
 
-def test_invalid_rows_do_not_count(setup):
+@pytest.mark.parametrize("bins", [0, 5])
+def test_invalid_rows_do_not_count(setup, bins):
+    """Rows marked invalid change no term of the loss, whatever they hold (MSE and
+    categorical value losses alike)."""
     net, params, batch = setup
-    full = az_loss(params, batch, apply_fn=net.apply)[1][0]["policy_loss"]
+    if bins:
+        net = PolicyValueMLP(num_actions=4, hidden=(16,), value_bins=bins)
+        params = init_params(net, jnp.zeros((6,)), jax.random.PRNGKey(0))
+    support = jnp.linspace(-1.0, 1.0, bins) if bins else None
+
+    def terms(b):
+        m = az_loss(params, b, apply_fn=net.apply, value_support=support)[1][0]
+        return {k: float(m[k]) for k in ("loss", "policy_loss", "value_loss", "value_mae")}
+
+    full = terms(batch)
     half = dict(batch, valid=batch["valid"].at[4:].set(False))
-    garbage = dict(half, policy=half["policy"].at[4:].set(0.0))
-    a = az_loss(params, half, apply_fn=net.apply)[1][0]["policy_loss"]
-    b = az_loss(params, garbage, apply_fn=net.apply)[1][0]["policy_loss"]
-    assert float(a) == pytest.approx(float(b))
-    assert float(full) != pytest.approx(float(a))
+    garbage = dict(
+        half,
+        policy=half["policy"].at[4:].set(0.0),
+        outcome=half["outcome"].at[4:].set(7.0),
+        observation=half["observation"].at[4:].set(100.0),
+    )
+    a, b = terms(half), terms(garbage)
+    for k in a:
+        assert a[k] == pytest.approx(b[k], rel=1e-6), k
+    assert full["policy_loss"] != pytest.approx(a["policy_loss"])
+    assert full["value_loss"] != pytest.approx(a["value_loss"])
+
+
+def test_value_targets_are_divided_by_value_scale(setup):
+    """A one-player score of 50 with `value_scale=100` is the network target 0.5."""
+    _, params, batch = setup
+
+    def constant(v):
+        def apply_fn(p, x, train=True):
+            return jnp.zeros((x.shape[0], 4)), jnp.full((x.shape[0],), v)
+
+        return apply_fn
+
+    scored = dict(batch, outcome=jnp.full((8,), 50.0))
+    loss = az_loss(params, scored, apply_fn=constant(0.5), value_scale=100.0, l2=0.0)
+    assert float(loss[1][0]["value_loss"]) == pytest.approx(0.0, abs=1e-12)
+    off = az_loss(params, scored, apply_fn=constant(0.4), value_scale=100.0, l2=0.0)
+    assert float(off[1][0]["value_loss"]) == pytest.approx(0.01, rel=1e-4)
 
 
 def test_two_hot_puts_mass_on_the_two_neighbouring_bins():

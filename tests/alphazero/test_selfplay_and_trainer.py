@@ -54,8 +54,9 @@ def test_selfplay_targets_sum_to_one_and_masks_match_the_board(compiled):
     del held
 
 
-def test_outcomes_match_a_replay_of_the_moves(compiled):
-    """Every assigned outcome is the final result for the player who moved at that position."""
+def test_the_two_players_outcomes_in_one_episode_are_opposite(compiled):
+    """Tic-tac-toe self-play: within an episode each player has one outcome, the other's
+    negated."""
     az, collect, _, state = compiled
     state, _ = collect(state, 9)
     mem = jax.tree_util.tree_map(np.asarray, state.selfplay.memory)
@@ -185,3 +186,65 @@ def test_a_truncated_episode_is_closed_with_the_value_of_the_state_reached_once_
     assert outcomes(0) == {3.0}  # the best move: the one simulated
     sampled = outcomes(1)
     assert 3.5 in sampled and sampled <= {3.0, 3.5}
+
+
+def _player_zero_wins():
+    """Two players alternate three moves (either action); then player 0 has won, whatever
+    was played."""
+    import jax.numpy as jnp
+
+    from turbozero import envs
+    from turbozero.envs.core import StepMetadata
+
+    def init(key):
+        return jnp.int32(0), StepMetadata(
+            rewards=jnp.zeros((2,)),
+            action_mask=jnp.ones((2,), bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+        )
+
+    def step(t, action):
+        t = t + 1
+        over = t >= 3
+        return t, StepMetadata(
+            rewards=jnp.where(over, jnp.array([1.0, -1.0]), 0.0),
+            action_mask=jnp.ones((2,), bool),
+            terminated=over,
+            cur_player_id=t % 2,
+            step=t,
+        )
+
+    return envs.from_functions(
+        init_fn=init, step_fn=step, observe_fn=lambda t: jnp.zeros((1,)), name="zero_wins"
+    )
+
+
+def test_each_position_gets_the_result_of_the_player_who_moved_there():
+    """Positions where player 0 moved get +1, player 1's get -1 (a swap of the mover, e.g. the
+    player after the move, flips every value target)."""
+    import jax.numpy as jnp
+
+    from turbozero.alphazero.selfplay import make_selfplay
+    from turbozero.memory import make_episode_buffer
+    from turbozero.search import make_search, puct
+
+    env = _player_zero_wins()
+
+    def eval_fn(params, obs, key):
+        return jnp.zeros((obs.shape[0], 2)), jnp.zeros((obs.shape[0],))
+
+    search = make_search(env, eval_fn, selector=puct(), num_simulations=4, max_nodes=8)
+    memory = make_episode_buffer(num_games=4, capacity=8, sample_size=4, num_players=2)
+    sp = make_selfplay(search, memory, batch_size=4, max_episode_steps=10)
+    state, metrics = jax.jit(sp.collect, static_argnames="num_steps")(
+        sp.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1), num_steps=6
+    )
+    assert float(metrics["episodes"]) == 8  # two whole games in each of the four rows
+    mem = jax.tree_util.tree_map(np.asarray, state.memory)
+    held = mem.assigned
+    player, outcome, t = mem.player[held], mem.outcome[held], mem.step_index[held]
+    mover = t % 2  # the game's rule, not what self-play recorded
+    assert sorted(np.unique(mover).tolist()) == [0, 1]
+    np.testing.assert_array_equal(player, mover)
+    np.testing.assert_array_equal(outcome, np.where(mover == 0, 1.0, -1.0))

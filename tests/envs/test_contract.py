@@ -96,6 +96,52 @@ def test_check_names_the_violated_rule(rule):
         assert "return rewards of shape [2]" in info.value.violations[rule]
 
 
+def _uncounted():
+    """An adapter whose metadata step never moves from 0."""
+    ok = _counter_game()
+
+    def step(state, action, key):
+        new, md = ok.step(state, action, key)
+        md = md.replace(step=jnp.int32(0))
+        return new.replace(metadata=md), md
+
+    return dataclasses.replace(ok, name="uncounted", step=step)
+
+
+def _moving_after_the_end():
+    """An adapter whose finished games keep counting (their observation changes)."""
+    ok = _counter_game()
+
+    def step(state, action, key):
+        new, md = ok.step(state, action, key)
+        over = state.metadata.terminated
+        count = jnp.where(over, state.inner[0] + 1, new.inner[0])
+        return new.replace(inner=(count, new.inner[1])), md
+
+    return dataclasses.replace(ok, name="moving", step=step)
+
+
+@pytest.mark.parametrize(
+    "make, rule",
+    [(_uncounted, "step_not_counted"), (_moving_after_the_end, "state_changed_after_end")],
+)
+def test_check_names_uncounted_steps_and_finished_games_that_move(make, rule):
+    with pytest.raises(envs.EnvCheckError) as info:
+        envs.check(make(), batch_size=2, num_steps=6)
+    assert rule in info.value.violations
+
+
+def test_users_games_have_their_steps_counted_by_the_adapter():
+    """`_game`'s step_fn never sets `step` (default 0): the adapter counts moves itself, so
+    self-play's `max_episode_steps` and temperature schedule see them."""
+    env = _game()
+    state, md = env.init(jax.random.PRNGKey(0))
+    for expected in (1, 2, 3):
+        state, md = env.step(state, jnp.int32(0), jax.random.PRNGKey(1))
+        assert int(md.step) == expected
+    envs.check(env, batch_size=2, num_steps=4)
+
+
 def test_users_steps_after_the_end_are_held_by_the_adapter():
     """A user's `step_fn` that keeps paying after the game ended: `from_functions` keeps the
     finished game's state and pays nothing, as the contract says."""

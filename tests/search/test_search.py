@@ -548,11 +548,14 @@ def test_walk_compaction_changes_no_result(connect_four, monkeypatch, name):
         s = make_search(
             connect_four, linear_eval_fn(7), selector=rule, num_simulations=48, max_nodes=40
         )
-        return jax.jit(s.search)(s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
+        search = jax.jit(s.search)
+        args = (s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
+        return search(*args), search.lower(*args).as_text()
 
-    tree_a, out_a = run()
+    (tree_a, out_a), text_a = run()
     monkeypatch.setattr(search_module, "COMPACT_MIN_LANES", 10**9)  # compaction off
-    tree_b, out_b = run()
+    (tree_b, out_b), text_b = run()
+    assert text_a != text_b  # two different programs were compared
     assert int(jnp.max(out_a.max_depth)) >= 3  # deep walks happened
     assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
 
@@ -576,11 +579,13 @@ def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, 
         nxt, _ = jax.vmap(connect_four.step)(
             states, out.action, jax.random.split(jax.random.PRNGKey(0), B)
         )
-        return search(tree, params, nxt, jax.random.PRNGKey(2), 1.0)
+        args = (tree, params, nxt, jax.random.PRNGKey(2), 1.0)
+        return search(*args), search.lower(*args).as_text()
 
-    tree_a, out_a = run()
+    (tree_a, out_a), text_a = run()
     monkeypatch.setattr(search_module, "COMPACT_MIN_LANES", 10**9)  # every root evaluated
-    tree_b, out_b = run()
+    (tree_b, out_b), text_b = run()
+    assert text_a != text_b  # two different programs were compared
     for a, b in zip(
         jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
     ):

@@ -17,6 +17,8 @@ RULES = {
     ),
     "observation_shape": "observe(state) must have env.observation_shape",
     "unstable_state": "state shapes and dtypes must not change across steps",
+    "step_not_counted": "metadata step must grow by one on every step of a game not over",
+    "state_changed_after_end": "a game that is over must keep its position (its observation)",
     "reward_after_termination": (
         "rewards must be zero on steps taken after the game is over (terminated or truncated)"
     ),
@@ -64,6 +66,8 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
     sig0 = _sig(state)
     P, A = env.num_players, env.num_actions
     done_before = np.zeros(batch_size, bool)
+    prev_steps = np.zeros(batch_size, np.int64)
+    prev_seen = np.zeros((batch_size, 0))
     for t in range(num_steps + 1):
         shapes = {
             "rewards": (md.rewards.shape, (batch_size, P)),
@@ -83,6 +87,16 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
             v.setdefault("observation_shape", f"{tuple(obs.shape[1:])} != {env.observation_shape}")
         if _sig(state) != sig0:
             v.setdefault("unstable_state", f"after step {t}")
+        steps = np.asarray(md.step)
+        if t > 0 and np.any(~done_before & (steps != prev_steps + 1)):
+            v.setdefault("step_not_counted", f"step {prev_steps.tolist()} -> {steps.tolist()}")
+        prev_steps = steps
+        seen = np.asarray(obs, np.float64).reshape(batch_size, -1)
+        if t > 0 and seen.shape == prev_seen.shape:
+            moved = ~np.all((seen == prev_seen) | (np.isnan(seen) & np.isnan(prev_seen)), -1)
+            if np.any(done_before & moved):
+                v.setdefault("state_changed_after_end", f"at step {t}")
+        prev_seen = seen
         rewards = np.asarray(md.rewards)
         if np.any(done_before & np.any(rewards != 0, axis=-1)):
             v.setdefault("reward_after_termination", f"at step {t}")

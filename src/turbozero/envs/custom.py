@@ -70,6 +70,8 @@ def from_functions(
             step functions and False otherwise.
         render_svg: optional host-side drawing of one state.
 
+    `StepMetadata.step` is counted here (moves since `init_fn`), whatever `step_fn` reports.
+
     Returns:
         An `Env` whose states are `GameState(inner=<your state>, metadata=...)`.
     """
@@ -139,7 +141,9 @@ def from_functions(
         else:
             s, md = step_fn(state.inner, action)
         check_rewards(md.rewards, "step_fn")
-        md = _normalise(md, players)
+        # `step` counts moves since `init_fn` whatever `step_fn` reports (its default, 0, would
+        # leave the game uncut by `max_episode_steps` and at the opening's temperature)
+        md = _normalise(md, players).replace(step=state.metadata.step + 1)
         check_same(state.inner, s, "state")
         check_same(state.metadata, md, "StepMetadata")
         # the contract: a finished game keeps its state and pays nothing more

@@ -122,3 +122,34 @@ def test_restart_states_drawn_ahead_equal_those_drawn_inside_the_rollout(monkeyp
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(metrics["episode_return"], metrics_inside["episode_return"])
     assert np.all(np.asarray(metrics["episode_return"]) > 0)  # CartPole pays 1 per step
+
+
+def test_each_optimisation_option_is_wired_into_the_update():
+    """Two epochs of minibatches, and each of advantage standardisation, the learning-rate
+    schedule and gradient clipping changes what one update does (an option left unread would
+    give the base parameters)."""
+    base = dataclasses.replace(TINY, epochs=2, num_updates_per_eval=1, rollout_length=16)
+
+    def params_after(**change):
+        ppo = make_ppo(dataclasses.replace(base, **change))
+        state = jax.jit(ppo.init)(jax.random.PRNGKey(0))
+        after, metrics = jax.jit(ppo.update)(state)
+        assert np.all(np.isfinite(np.asarray(metrics["actor_loss"])))
+        moved = [
+            np.asarray(a) - np.asarray(b)
+            for a, b in zip(
+                jax.tree.leaves(after.params), jax.tree.leaves(state.params), strict=True
+            )
+        ]
+        return np.concatenate([m.ravel() for m in moved])
+
+    step = params_after()
+    assert np.abs(step).max() > 0
+    for change in (
+        {"standardize_advantages": False},
+        {"lr_schedule": "constant"},
+        {"max_grad_norm": 1e-6},
+        {"epochs": 1},
+    ):
+        other = params_after(**change)
+        assert not np.allclose(other, step), change

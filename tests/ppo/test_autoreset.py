@@ -96,7 +96,22 @@ def test_gymnax_cartpole_passes_the_conformance_check():
 
 
 def test_jumanji_observation_is_flattened():
+    """The flat observation is jumanji's own observation fields (the action mask apart),
+    raveled in order; the mask is jumanji's."""
+    import jumanji
+    import numpy as np
+
     env = envs.make("jumanji:Snake-v1")
     state, md = env.init(jax.random.PRNGKey(0))
     assert env.observe(state).shape == env.observation_shape and len(env.observation_shape) == 1
     assert md.action_mask.shape == (env.num_actions,)
+    _, ts = jumanji.make("Snake-v1").reset(jax.random.PRNGKey(0))
+    fields = [
+        np.ravel(np.asarray(leaf, np.float32))
+        for path, leaf in jax.tree_util.tree_leaves_with_path(ts.observation)
+        if getattr(path[-1], "name", None) != "action_mask"
+    ]
+    np.testing.assert_array_equal(np.asarray(env.observe(state)), np.concatenate(fields))
+    np.testing.assert_array_equal(
+        np.asarray(md.action_mask), np.asarray(ts.observation.action_mask)
+    )

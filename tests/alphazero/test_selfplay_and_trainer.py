@@ -110,16 +110,12 @@ def _endless_walk():
     """One player, two moves, reward 1 per move, never over (only truncation ends it)."""
     import jax.numpy as jnp
 
+    from tests.games import opening
     from turbozero import envs
     from turbozero.envs.core import StepMetadata
 
     def init(key):
-        return jnp.int32(0), StepMetadata(
-            rewards=jnp.zeros((1,)),
-            action_mask=jnp.ones((2,), bool),
-            terminated=jnp.bool_(False),
-            cur_player_id=jnp.int32(0),
-        )
+        return jnp.int32(0), opening(1, 2)
 
     def step(state, action):
         return state + 1, StepMetadata(
@@ -193,16 +189,12 @@ def _player_zero_wins():
     was played."""
     import jax.numpy as jnp
 
+    from tests.games import opening
     from turbozero import envs
     from turbozero.envs.core import StepMetadata
 
     def init(key):
-        return jnp.int32(0), StepMetadata(
-            rewards=jnp.zeros((2,)),
-            action_mask=jnp.ones((2,), bool),
-            terminated=jnp.bool_(False),
-            cur_player_id=jnp.int32(0),
-        )
+        return jnp.int32(0), opening(2, 2)
 
     def step(t, action):
         t = t + 1

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from tests.games import opening
 from turbozero import envs
 from turbozero.types import StepMetadata
 
@@ -150,12 +151,7 @@ def test_users_steps_after_the_end_are_held_by_the_adapter():
 
 def test_a_scalar_reward_in_a_two_player_game_is_refused():
     def init(key):
-        return jnp.int32(0), StepMetadata(
-            rewards=jnp.zeros((2,)),
-            action_mask=jnp.ones((2,), bool),
-            terminated=jnp.bool_(False),
-            cur_player_id=jnp.int32(0),
-        )
+        return jnp.int32(0), opening(2, 2)
 
     def step(state, action):
         md = StepMetadata(
@@ -246,20 +242,12 @@ def test_a_box_of_several_dimensions_is_a_flat_action_for_the_policy(monkeypatch
 def _game(step_md=None, step_state=None, observe=None):
     """A one-player game whose step can be made to break the layout init_fn set."""
 
-    def md(n):
-        return StepMetadata(
-            rewards=jnp.zeros((1,)),
-            action_mask=jnp.ones((n,), bool),
-            terminated=jnp.bool_(False),
-            cur_player_id=jnp.int32(0),
-        )
-
     def init(key):
-        return {"t": jnp.int32(0)}, md(2)
+        return {"t": jnp.int32(0)}, opening(1, 2)
 
     def step(state, action):
         new = step_state(state) if step_state else {"t": state["t"] + 1}
-        return new, md(3 if step_md else 2)
+        return new, opening(1, 3 if step_md else 2)
 
     return envs.from_functions(
         init_fn=init,

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.games import opening
 from tests.search.helpers import (
     assert_same_pytrees,
     linear_eval_fn,
@@ -74,13 +75,7 @@ def _bandit(rewards):
     A = rewards.shape[0]
 
     def init(key):
-        md = StepMetadata(
-            rewards=jnp.zeros((1,)),
-            action_mask=jnp.ones((A,), bool),
-            terminated=jnp.bool_(False),
-            cur_player_id=jnp.int32(0),
-        )
-        return jnp.int32(0), md
+        return jnp.int32(0), opening(1, A)
 
     def step(state, action):
         md = StepMetadata(
@@ -137,12 +132,7 @@ def _two_moves_then_opponent():
     """
 
     def init(key):
-        return jnp.zeros((2,), jnp.int32), StepMetadata(
-            rewards=jnp.zeros((2,)),
-            action_mask=jnp.ones((2,), bool),
-            terminated=jnp.bool_(False),
-            cur_player_id=jnp.int32(0),
-        )
+        return jnp.zeros((2,), jnp.int32), opening(2, 2)
 
     def step(state, action):
         t = state[0] + 1

@@ -22,16 +22,14 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
     applied (a resumed run may change only where it stops; `train` refuses the rest)."""
     from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.io.rundir import RunDir
+    from turbozero.loading import run_algorithm
     from turbozero.ppo.config import PPOConfig
 
-    rd = RunDir(args.out)
-    if not rd.is_run():
+    if not RunDir(args.out).is_run():
         raise FileNotFoundError(f"{args.out!r} is not a run directory (no config.json) to resume")
+    rd, algorithm = run_algorithm(args.out)
     saved = rd.read_json("config.json")
-    algorithm = saved.get("algorithm")
     classes: dict[str, Any] = {"alphazero": AlphaZeroConfig, "ppo": PPOConfig}
-    if algorithm not in classes:
-        raise ConfigError(f"{rd.config_path} names no algorithm turbozero knows: {algorithm!r}")
     preset = saved.get("preset")
     if args.preset and preset and args.preset != preset:
         raise ConfigError(f"{args.out!r} is a run of preset {preset!r}, not {args.preset!r}")

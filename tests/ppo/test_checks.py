@@ -1,4 +1,4 @@
-"""Learning checks (slow, `make check`): the presets solve their environments within 5e5 steps.
+"""Learning checks (slow, `make check`): the PPO presets learn their environments within 5e5 steps.
 
 A check passes when an evaluation (greedy, `eval_episodes` episodes) during the run reaches the
 threshold; every evaluation in these runs happens at or before 5e5 environment steps per seed.
@@ -50,3 +50,15 @@ def test_acrobot_reaches_minus_100_within_5e5_steps(tmp_path):
     train_ppo(cfg, tmp_path / "acrobot", preset="ppo_acrobot", progress=False)
     best = _best_per_seed(tmp_path / "acrobot")
     assert best[0] >= -100.0, f"best evaluation return: {best.tolist()}"
+
+
+@pytest.mark.slow
+def test_pendulum_reaches_minus_200_within_5e5_steps_for_3_of_4_seeds(tmp_path):
+    """The `ppo_pendulum` preset (continuous actions, a Gaussian policy) with 4 seeds at once and
+    240 updates (its learning rate decays over those); uniform random torques score about -1200
+    here. ~35 s on 2 shared CPU cores; in the run that set the threshold the seeds scored -161 to
+    -497 at the first evaluation (8e4 steps) and their best were -111, -120, -143 and -182."""
+    cfg = _preset("ppo_pendulum", num_seeds=4, seed=1, num_updates=240, num_updates_per_eval=40)
+    train_ppo(cfg, tmp_path / "pendulum", preset="ppo_pendulum", progress=False)
+    best = _best_per_seed(tmp_path / "pendulum")
+    assert np.sum(best >= -200.0) >= 3, f"best evaluation return per seed: {best.tolist()}"

@@ -272,3 +272,33 @@ def test_a_step_that_changes_the_layout_is_named_when_the_adapter_is_built():
 
     with pytest.raises(TypeError, match="observe_fn of 'layout' could not be traced"):
         _game(observe=branchy)
+
+
+def test_check_steps_a_continuous_environment_with_float_actions_of_its_shape():
+    env = envs.make("gymnax:Pendulum-v1")
+    seen = []
+
+    def step(state, action, key):
+        seen.append((action.shape, str(action.dtype)))
+        return env.step(state, action, key)
+
+    envs.check(dataclasses.replace(env, step=step), batch_size=2, num_steps=4)
+    assert seen and set(seen) == {((1,), "float32")}
+
+
+def test_check_draws_continuous_actions_within_finite_bounds_and_normal_where_unbounded():
+    from turbozero.envs.check import _random_actions
+
+    env = dataclasses.replace(
+        envs.make("gymnax:Pendulum-v1"),
+        action_shape=(2,),
+        num_actions=2,
+        action_low=jnp.array([-2.0, -jnp.inf]),
+        action_high=jnp.array([2.0, jnp.inf]),
+    )
+    a = _random_actions(env, jnp.ones((4096, 2), bool), jax.random.PRNGKey(0))
+    assert a.shape == (4096, 2) and a.dtype == jnp.float32
+    bounded, free = a[:, 0], a[:, 1]
+    assert float(bounded.min()) >= -2.0 and float(bounded.max()) <= 2.0
+    assert float(bounded.min()) < -1.9 and float(bounded.max()) > 1.9  # spans the box
+    assert abs(float(free.std()) - 1.0) < 0.1 and float(jnp.abs(free).max()) > 2.5

@@ -41,8 +41,36 @@ def _sig(tree):
     return jax.tree_util.tree_map(lambda x: (tuple(x.shape), str(x.dtype)), tree)
 
 
+def _random_actions(env: Env, action_mask: jax.Array, key: jax.Array) -> jax.Array:
+    """`[B]` int32 legal moves (uniform over each row's mask; any move where none is legal), or
+    for a continuous space `[B, *action_shape]` float32 actions, uniform within the bounds where
+    they are finite and standard normal where they are not."""
+    B = action_mask.shape[0]
+    if not env.continuous:
+        logits = jnp.where(action_mask, 0.0, -jnp.inf)
+        logits = jnp.where(action_mask.any(-1, keepdims=True), logits, 0.0)
+        return jax.random.categorical(key, logits).astype(jnp.int32)
+    shape = (B, *(env.action_shape or ()))
+    low = jnp.broadcast_to(
+        jnp.asarray(-jnp.inf if env.action_low is None else env.action_low, jnp.float32), shape
+    )
+    high = jnp.broadcast_to(
+        jnp.asarray(jnp.inf if env.action_high is None else env.action_high, jnp.float32), shape
+    )
+    k_u, k_n = jax.random.split(key)
+    bounded = jnp.isfinite(low) & jnp.isfinite(high)
+    uniform = jax.random.uniform(
+        k_u, shape, jnp.float32, jnp.where(bounded, low, 0.0), jnp.where(bounded, high, 1.0)
+    )
+    normal = jnp.clip(jax.random.normal(k_n, shape, jnp.float32), low, high)
+    return jnp.where(bounded, uniform, normal)
+
+
 def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) -> None:
     """Run `batch_size` random games for `num_steps` steps and check the contract.
+
+    Discrete games get uniformly random legal moves; continuous spaces get float actions of
+    `env.action_shape` within `env.action_low` / `env.action_high`.
 
     Raises:
         EnvCheckError: listing each violated rule by its stable name (see `RULES`).
@@ -57,7 +85,10 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
     try:
         step = jax.jit(jax.vmap(env.step))
         jax.eval_shape(
-            step, state, jnp.zeros(batch_size, jnp.int32), jax.random.split(key, batch_size)
+            step,
+            state,
+            _random_actions(env, md.action_mask, key),
+            jax.random.split(key, batch_size),
         )
     except Exception as e:
         raise EnvCheckError(env.name, {"step_not_jittable": f"{type(e).__name__}: {e}"}) from e
@@ -125,9 +156,7 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
             break
         done_before |= np.asarray(md.terminated | md.truncated)
         key, k_act, k_step = jax.random.split(key, 3)
-        logits = jnp.where(md.action_mask, 0.0, -jnp.inf)
-        logits = jnp.where(md.action_mask.any(-1, keepdims=True), logits, 0.0)
-        action = jax.random.categorical(k_act, logits).astype(jnp.int32)
+        action = _random_actions(env, md.action_mask, k_act)
         state, md = step(state, action, jax.random.split(k_step, batch_size))
     if v:
         raise EnvCheckError(env.name, v)

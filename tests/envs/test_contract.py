@@ -6,6 +6,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from tests.games import opening
@@ -302,3 +303,57 @@ def test_check_draws_continuous_actions_within_finite_bounds_and_normal_where_un
     assert float(bounded.min()) >= -2.0 and float(bounded.max()) <= 2.0
     assert float(bounded.min()) < -1.9 and float(bounded.max()) > 1.9  # spans the box
     assert abs(float(free.std()) - 1.0) < 0.1 and float(jnp.abs(free).max()) > 2.5
+
+
+def test_jumanji_joint_action_mask_is_raveled_row_major_like_the_actions():
+    """Tetris: `[rotation, column]` actions and a `[4, 10]` mask of the same shape."""
+    import jumanji
+
+    env = envs.make("jumanji:Tetris-v0")
+    _, ts = jumanji.make("Tetris-v0").reset(jax.random.PRNGKey(0))
+    _, md = env.init(jax.random.PRNGKey(0))
+    assert env.num_actions == 40
+    assert jnp.array_equal(md.action_mask, jnp.ravel(ts.observation.action_mask))
+    assert 0 < int(md.action_mask.sum()) < 40
+    envs.check(env, batch_size=2, num_steps=4)
+
+
+def test_jumanji_mask_per_component_gives_the_joint_mask_as_their_outer_product():
+    """Cleaner: three agents with four moves each (`[4, 4, 4]`), a `[3, 4]` mask."""
+    import jumanji
+
+    env = envs.make("jumanji:Cleaner-v0")
+    _, ts = jumanji.make("Cleaner-v0").reset(jax.random.PRNGKey(3))
+    rows = np.asarray(ts.observation.action_mask)
+    _, md = env.init(jax.random.PRNGKey(3))
+    joint = np.array(
+        [all(rows[i, c] for i, c in enumerate(np.unravel_index(a, (4, 4, 4)))) for a in range(64)]
+    )
+    assert env.num_actions == 64 and np.array_equal(np.asarray(md.action_mask), joint)
+    envs.check(env, batch_size=2, num_steps=4)
+
+
+def test_jumanji_rewards_per_agent_and_oversized_joint_spaces_are_refused_by_name():
+    with pytest.raises(ValueError, match="LevelBasedForaging-v0' gives one reward per agent"):
+        envs.make("jumanji:LevelBasedForaging-v0")
+    with pytest.raises(ValueError, match="JobShop-v0' has 16,679,880,978,201 joint actions"):
+        envs.make("jumanji:JobShop-v0")
+
+
+def test_jumanji_mask_of_an_unreadable_size_is_refused_when_the_adapter_is_built(monkeypatch):
+    import jumanji
+
+    real = jumanji.make("Tetris-v0")
+
+    class Trimmed:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def reset(self, key):
+            state, ts = real.reset(key)
+            obs = ts.observation._replace(action_mask=ts.observation.action_mask[:, :7])
+            return state, ts.replace(observation=obs)
+
+    monkeypatch.setattr(jumanji, "make", lambda name: Trimmed())
+    with pytest.raises(ValueError, match=r"action_mask has shape \(4, 7\), which is neither"):
+        envs.make("jumanji:Tetris-v0")

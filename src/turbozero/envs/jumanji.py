@@ -6,8 +6,12 @@ called `action_mask` becomes the contract's `action_mask`.
 
 Action spaces: `DiscreteArray` gives `num_actions = num_values`; `MultiDiscreteArray` (e.g.
 Minesweeper's `[row, col]`) is flattened into one index `a` in `[0, prod(num_values))`, unravelled
-row-major before stepping; when its observation carries a multi-dimensional `action_mask` of the
-same shape, the mask is raveled the same way. `BoundedArray` float specs give a continuous `Env`
+row-major before stepping (at most 2**31 - 1 joint actions, an int32 index). Its `action_mask`
+is read by size: one flag per joint action (Minesweeper's `[rows, cols]`, Sudoku's `[9, 9, 9]`)
+is raveled the same way; one row per component (RobotWarehouse's `[agents, 5]`, Cleaner's,
+LevelBasedForaging's) gives the joint mask as their outer product (a joint move is legal when
+every component's choice is). A mask of any other size is refused when the adapter is built,
+since the legal moves could not be known. `BoundedArray` float specs give a continuous `Env`
 with flat `(D,)` actions (reshaped to the spec's shape before stepping).
 
 jumanji marks the last step with `step_type == LAST`; a zero discount means termination, a non-zero
@@ -70,7 +74,9 @@ def make_jumanji(name: str) -> Env:
 
     Raises:
         ImportError: when jumanji is not installed.
-        ValueError: for an unknown id or an unsupported action spec.
+        ValueError: for an unknown id, an unsupported action spec, more joint actions than an
+            int32 index holds, rewards per agent, or an action mask of a size the adapter
+            cannot read.
     """
     try:
         import jumanji
@@ -87,6 +93,13 @@ def make_jumanji(name: str) -> Env:
         hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ValueError(f"unknown jumanji environment {name!r}.{hint}")
     env = jumanji.make(name)
+    reward_shape = tuple(int(d) for d in getattr(env.reward_spec, "shape", ()))
+    if reward_shape != ():
+        raise ValueError(
+            f"jumanji environment {name!r} gives one reward per agent (reward shape "
+            f"{reward_shape}); the adapter is for one player with a scalar reward. A team "
+            f"reward (their sum, say) can be written with turbozero.envs.from_functions"
+        )
     spec = env.action_spec
     action_shape: tuple[int, ...] | None = None
     low = high = None
@@ -96,6 +109,12 @@ def make_jumanji(name: str) -> Env:
     elif isinstance(spec, specs.MultiDiscreteArray):
         multi = tuple(int(n) for n in np.asarray(spec.num_values).reshape(-1))
         num_actions = math.prod(multi)
+        if num_actions > np.iinfo(np.int32).max:
+            raise ValueError(
+                f"jumanji environment {name!r} has {num_actions:,} joint actions "
+                f"(MultiDiscreteArray {list(multi)}); the adapter flattens them into one int32 "
+                f"index, so at most {np.iinfo(np.int32).max:,} are supported"
+            )
     elif isinstance(spec, specs.BoundedArray) and np.issubdtype(spec.dtype, np.floating):
         # flat `(D,)` for the policy; a `[D1, D2, ...]` box is reshaped back when stepping
         box = tuple(int(d) for d in np.shape(np.zeros(spec.shape))) or (1,)
@@ -114,23 +133,27 @@ def make_jumanji(name: str) -> Env:
         leaves, mask = _split_observation(obs)
         flat = jnp.concatenate([jnp.ravel(jnp.asarray(x, jnp.float32)) for x in leaves])
         if mask is None or action_shape is not None:
-            mask = jnp.ones((num_actions,), jnp.bool_)
-        else:
-            mask = jnp.asarray(mask, jnp.bool_)
-            if mask.size == num_actions:
-                mask = jnp.reshape(mask, (num_actions,))
-            elif multi is not None:  # a factorised mask per component: outer product
-                parts = []
-                offset = 0
-                for n in multi:
-                    parts.append(jnp.ravel(mask)[offset : offset + n])
-                    offset += n
-                full = parts[0]
-                for p in parts[1:]:
-                    full = (full[:, None] & p[None, :]).reshape(-1)
-                mask = full
-            else:
-                mask = jnp.ones((num_actions,), jnp.bool_)
+            return flat, jnp.ones((num_actions,), jnp.bool_)
+        mask = jnp.asarray(mask, jnp.bool_)
+        if mask.size == num_actions:  # one flag per (joint) action, e.g. Minesweeper's [rows, cols]
+            return flat, jnp.reshape(mask, (num_actions,))
+        if multi is not None and mask.size == sum(multi):
+            # one row per component (RobotWarehouse's [agents, moves]): the joint move is legal
+            # when every component's choice is; an outer product, raveled row-major
+            flags = jnp.ravel(mask)
+            parts = jnp.split(flags, np.cumsum(multi)[:-1])
+            full = parts[0]
+            for part in parts[1:]:
+                full = (full[:, None] & part[None, :]).reshape(-1)
+            return flat, full
+        raise ValueError(
+            f"jumanji environment {name!r}: its observation's action_mask has shape "
+            f"{tuple(mask.shape)}, which is neither one flag per action ({num_actions}"
+            + (f", or the shape {multi}" if multi is not None else "")
+            + ")"
+            + (f" nor one per component choice ({sum(multi)})" if multi is not None else "")
+            + "; the adapter cannot tell which moves are legal"
+        )
         return flat, mask
 
     def _metadata(ts, mask: Array, step: ArrayLike) -> StepMetadata:

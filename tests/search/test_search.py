@@ -713,3 +713,48 @@ def test_compiler_options_add_loop_command_buffers_on_cuda_only(monkeypatch):
     wrong = {"xla_gpu_enable_command_buffer": "WHILE,LOOPS"}
     with pytest.raises(jax.errors.JaxRuntimeError, match="LOOPS"):
         jax.jit(doubling, compiler_options=wrong)(1)
+
+
+def test_a_tree_whose_root_holds_another_position_with_the_same_moves_is_started_afresh(
+    tic_tac_toe,
+):
+    """X in the centre and O in a corner, or the other way round: the same legal moves and the
+    same player to move, but not the same position. The kept tree (advanced to the first) is
+    not searched from the second: the search equals a fresh tree's."""
+    params = linear_params(tic_tac_toe, seed=5, scale=1.0)
+    s = make_search(
+        tic_tac_toe,
+        linear_eval_fn(9),
+        selector=puct(dirichlet_fraction=0.0),
+        num_simulations=16,
+        max_nodes=40,
+    )
+    run = jax.jit(s.search)
+    tree, out = run(s.init(4), params, play(tic_tac_toe, [4], batch=4), jax.random.PRNGKey(0))
+    tree = s.advance(tree, jnp.full((4,), 6, jnp.int32))
+    assert np.all(np.asarray(tree.next_free) > 1)  # the move's subtree was kept
+    swapped = play(tic_tac_toe, [6, 4], batch=4)
+    _, kept = run(tree, params, swapped, jax.random.PRNGKey(1))
+    _, fresh = run(s.init(4), params, swapped, jax.random.PRNGKey(1))
+    np.testing.assert_array_equal(np.asarray(kept.visit_counts), np.asarray(fresh.visit_counts))
+    assert np.all(np.asarray(kept.visit_counts).sum(axis=1) == 16)
+    # the position the tree was advanced to keeps its visits
+    _, same = run(tree, params, play(tic_tac_toe, [4, 6], batch=4), jax.random.PRNGKey(1))
+    assert np.all(np.asarray(same.visit_counts).sum(axis=1) > 16)
+
+
+def test_stored_states_compare_bit_for_bit_row_by_row():
+    from turbozero.search.tree import same_states
+
+    a = {
+        "x": jnp.array([[1.0, jnp.nan], [2.0, 3.0], [0.0, 0.0]]),
+        "k": jax.random.split(jax.random.key(0), 3),
+        "n": jnp.array([1, 2, 3], jnp.int32),
+    }
+    b = {
+        "x": jnp.array([[1.0, jnp.nan], [2.0, 3.5], [0.0, 0.0]]),
+        "k": a["k"].at[2].set(jax.random.key(9)),
+        "n": jnp.array([1, 2, 3], jnp.int32),
+    }
+    assert same_states(a, b).tolist() == [True, False, False]
+    assert same_states(a, a).tolist() == [True, True, True]

@@ -53,6 +53,7 @@ from turbozero.search.tree import (
     gather_rows,
     init_tree,
     reset_trees,
+    same_states,
     state_codec,
 )
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
@@ -405,12 +406,17 @@ def make_search(
         """Write the given states at the roots; evaluate roots of empty trees."""
         B = tree.batch_size
         md = jax.vmap(env.metadata)(env_states)
-        # A kept tree whose root allows other moves than the given state is not that state's
-        # tree: start it afresh rather than search moves that are illegal here. Only the legal
-        # moves are compared, so a foreign tree with the same legal moves at its root (a
-        # forgotten reset at an opening position) is still searched: `reset` ended episodes.
+        # A kept tree whose root holds another state than the given one (a reset forgotten
+        # after an episode ended, an opponent's move the tree was not advanced by) is not that
+        # state's tree: start it afresh rather than search another position's moves. The
+        # stored root state is compared bit for bit (a float state computed differently in two
+        # programs only costs its reuse); its legal moves as well, for trees whose root edges
+        # were written for other moves.
+        packed = codec.pack(env_states)
         kept_moves = tree.edges[:, 0, CHILD] > ILLEGAL
-        stale = jnp.any(kept_moves != md.action_mask, axis=-1)
+        stale = jnp.any(kept_moves != md.action_mask, axis=-1) | ~same_states(
+            jax.tree_util.tree_map(lambda x: x[:, 0], tree.states), packed
+        )
         empty = (tree.next_free == 0) | stale
         logits, value = evaluate_empty_roots(params, env_states, empty, key)
         fresh_edges, fresh_info, own = fresh_rows(logits, md, value)
@@ -424,9 +430,7 @@ def make_search(
             return x.at[:, 0].set(jnp.where(e, fresh, x[:, 0]))
 
         return tree.replace(
-            states=jax.tree_util.tree_map(
-                lambda x, s: x.at[:, 0].set(s), tree.states, codec.pack(env_states)
-            ),
+            states=jax.tree_util.tree_map(lambda x, s: x.at[:, 0].set(s), tree.states, packed),
             edges=set_root(tree.edges, fresh_edges),
             node_stats=set_root(tree.node_stats, fresh_stats),
             node=tree.node.at[:, 0].set(root_info),

@@ -162,6 +162,23 @@ def state_codec(env: Env) -> StateCodec:
     return StateCodec(pack, unpack, sum(spec.words for spec in specs))
 
 
+def same_states(a: PyTree, b: PyTree) -> Array:
+    """`[B]` bool: whether row `b` of two batches of stored states (packed rows `[B, W]` or
+    pytrees with leaves `[B, ...]`) holds the same state, bit for bit (NaNs equal to NaNs, PRNG
+    keys compared by their data)."""
+    same = None
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        eq = x == y
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            eq = eq | (jnp.isnan(x) & jnp.isnan(y))
+        row = jnp.all(eq.reshape((eq.shape[0], -1)), axis=-1)
+        same = row if same is None else same & row
+    assert same is not None, "a state has at least one array"
+    return same
+
+
 @struct.dataclass
 class Tree(struct.Struct):
     """A batch of search trees. Every array has leading axes `[B, N]`."""

@@ -152,17 +152,37 @@ TWO_HOSTS = textwrap.dedent(
     pid = jax.process_index()
     agreed = [agree(pid == 1), agree(pid == 0)]
     # a whole run: both processes train, only process 0 writes the metrics and summary
-    summary = train(TINY.with_overrides(["eval_opponents=random,best", "elo_pool_size=2",
-                                         "elo_games_per_opponent=2"]), sys.argv[1],
-                    progress=False)
+    cfg = TINY.with_overrides(["eval_opponents=random,best", "elo_pool_size=2",
+                               "elo_games_per_opponent=2"])
+    summary = train(cfg, sys.argv[1], progress=False)
+    # a crash after epoch 2 saved a best network and before its training checkpoint landed;
+    # both processes resume: epoch 2 is redone from epoch 1's checkpoint, the stray best/2 goes
+    import pathlib, shutil
+    from jax.experimental import multihost_utils
+    run = pathlib.Path(sys.argv[1])
+    def rows():
+        keep = ("epoch", "loss", "policy_loss", "value_loss", "eval/score", "elo")
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(l).items() if k in keep} for l in lines]
+    def best():
+        return sorted(int(p.name) for p in (run / "best").iterdir() if p.name.isdigit())
+    first, best_first = rows(), best()
+    multihost_utils.sync_global_devices("read")
+    if pid == 0:
+        shutil.rmtree(run / "checkpoints" / "2")
+        if not (run / "best" / "2").exists():
+            shutil.copytree(run / "best" / "1", run / "best" / "2")
+    multihost_utils.sync_global_devices("crashed")
+    resumed = train(cfg, run, resume=True, progress=False)
     print("RESULT" + json.dumps({"devices": len(jax.devices()), "local": len(jax.local_devices()),
                                  "sum": float(sum(l.sum() for l in leaves)), "agreed": agreed,
-                                 "epochs": summary["epochs"]}))
+                                 "epochs": summary["epochs"], "resumed": resumed["epochs"],
+                                 "rows": [first, rows()], "best": [best_first, best()]}))
     """
 )
 
 
-def test_two_processes_joined_by_jax_distributed_train_and_agree(tmp_path):
+def test_two_processes_joined_by_jax_distributed_train_agree_and_resume(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -210,3 +230,8 @@ def test_two_processes_joined_by_jax_distributed_train_and_agree(tmp_path):
     assert all(r["agreed"] == [False, True] and r["epochs"] == 2 for r in results)
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == [1, 2]
+    # the resumed run redid epoch 2 exactly (the same losses, scores and ratings), wrote no
+    # duplicate rows, and kept no best network from the crashed attempt's epoch 2
+    first, again = results[0]["rows"]
+    assert [r["epoch"] for r in first] == [1, 2] and again == first
+    assert all(r["resumed"] == 2 and r["best"][1] == r["best"][0] for r in results)

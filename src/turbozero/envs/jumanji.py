@@ -154,7 +154,6 @@ def make_jumanji(name: str) -> Env:
             + (f" nor one per component choice ({sum(multi)})" if multi is not None else "")
             + "; the adapter cannot tell which moves are legal"
         )
-        return flat, mask
 
     def _metadata(ts, mask: Array, step: ArrayLike) -> StepMetadata:
         last = ts.last()

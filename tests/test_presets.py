@@ -121,3 +121,36 @@ def test_config_values_are_stored_as_their_declared_python_types():
     assert cfg.network.hidden == (16, 8) and all(type(h) is int for h in cfg.network.hidden)
     assert hash(cfg) == hash(AlphaZeroConfig.from_dict(cfg.to_dict()))
     assert dataclasses.replace(AlphaZeroConfig(), learning_rate=1).learning_rate == 1.0
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("learning_rate=inf", r"learning_rate must be a finite number in \(0, inf\), got inf"),
+        ("value_weight=nan", "value_weight must be a finite number"),
+        ("value_weight=-1", "value_weight must be a finite number"),
+        ("search.pb_c_base=-5", "search.pb_c_base must be a finite number"),
+        ("search.pb_c_init=inf", "search.pb_c_init must be a finite number"),
+        ("search.gumbel_scale=nan", "search.gumbel_scale must be a finite number"),
+        ("search.dirichlet_alpha=inf", "search.dirichlet_alpha must be a finite number"),
+    ],
+)
+def test_settings_that_are_not_finite_numbers_in_range_are_refused(override, message):
+    from turbozero.alphazero.config import AlphaZeroConfig
+
+    with pytest.raises(ConfigError, match=message):
+        AlphaZeroConfig().with_overrides([override])
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"actor_lr": float("inf")}, "actor_lr must be a finite number"),
+        ({"init_log_std": float("nan")}, "init_log_std must be a finite number"),
+    ],
+)
+def test_ppo_settings_that_are_not_finite_numbers_in_range_are_refused(changes, message):
+    from turbozero.ppo import PPOConfig
+
+    with pytest.raises(ConfigError, match=message):
+        PPOConfig(env="gymnax:CartPole-v1", **changes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import numbers
 import types
 import typing
@@ -40,8 +41,9 @@ def check_range(
     low_inclusive: bool = True,
     high_inclusive: bool = True,
 ) -> None:
-    """Raise `ConfigError` unless `value` lies in the given range."""
-    ok = True
+    """Raise `ConfigError` unless `value` is a finite number in the given range (NaN and the
+    infinities are refused: no setting here means anything at either)."""
+    ok = math.isfinite(value)
     if low is not None:
         ok &= value >= low if low_inclusive else value > low
     if high is not None:
@@ -49,9 +51,10 @@ def check_range(
     if not ok:
         lo = "-inf" if low is None else low
         hi = "inf" if high is None else high
-        lb = "[" if low_inclusive else "("
-        hb = "]" if high_inclusive else ")"
-        raise ConfigError(f"{name} must be in {lb}{lo}, {hi}{hb}, got {value!r}")
+        lb = "[" if low_inclusive and low is not None else "("
+        hb = "]" if high_inclusive and high is not None else ")"
+        what = "" if isinstance(value, numbers.Integral) else "a finite number "
+        raise ConfigError(f"{name} must be {what}in {lb}{lo}, {hi}{hb}, got {value!r}")
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:

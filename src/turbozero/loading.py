@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from turbozero.io.rundir import RunDir, find_run_dir
+from turbozero.validate import check_count, check_number
 
 
 def run_algorithm(path: str | Path) -> tuple[RunDir, str]:
@@ -45,6 +46,9 @@ def load_agent(
         env, module: AlphaZero runs whose game or flax network was given from Python (the
             tutorial's `Trainer`): pass the same game and network (`trainer.env`, `trainer.nn`).
     """
+    temperature = check_number("temperature", temperature, low=0.0)
+    if num_simulations is not None:
+        num_simulations = check_count("num_simulations", num_simulations, low=1)
     rd, algorithm = run_algorithm(path)
     if algorithm == "ppo":
         from turbozero.ppo.load import load_agent as load_ppo

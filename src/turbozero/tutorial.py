@@ -67,7 +67,10 @@ EVALUATOR_NAMES = {
     "c_puct": "PUCTSelector(c)",
     "pb_c_init": "MuZeroPUCTSelector(c1)",
     "pb_c_base": "MuZeroPUCTSelector(c2)",
+    "search.pb_c_init": "MuZeroPUCTSelector(c1)",
+    "search.pb_c_base": "MuZeroPUCTSelector(c2)",
     "gumbel_scale": "GumbelSelector(gumbel_scale)",
+    "search.gumbel_scale": "GumbelSelector(gumbel_scale)",
     "dirichlet_fraction": "dirichlet_epsilon",
 }
 TRAINER_NAMES = {

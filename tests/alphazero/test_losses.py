@@ -130,3 +130,28 @@ def test_one_player_value_heads_are_unbounded_and_two_player_heads_tanh(kind):
         params = jax.tree_util.tree_map(lambda x: x * 50.0, params)
         _, value = module.apply(params, jnp.ones_like(obs) * 3.0)
         assert (float(jnp.max(jnp.abs(value))) <= 1.0) == bounded, (kind, name, value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(num_actions=0), "num_actions must be an int >= 1, got 0"),
+        (dict(num_actions=3, hidden=(0,)), r"hidden \(each width\) must be an int >= 1"),
+        (dict(num_actions=3, value_bins=1), "value_bins must be 0"),
+        (dict(num_actions=2.5), "num_actions must be an int"),
+    ],
+)
+def test_mlp_settings_out_of_range_are_refused_when_built(kwargs, message):
+    from turbozero.nets import PolicyValueMLP
+
+    with pytest.raises(ValueError, match=message):
+        PolicyValueMLP(**kwargs)
+
+
+def test_resnet_sizes_must_be_ints():
+    from turbozero.nets import AZResnetConfig
+
+    with pytest.raises(ValueError, match=r"num_channels must be an int >= 1, got 16\.5"):
+        AZResnetConfig(policy_head_out_size=9, num_channels=16.5)
+    with pytest.raises(ValueError, match=r"num_blocks must be an int >= 0, got 1\.5"):
+        AZResnetConfig(policy_head_out_size=9, num_blocks=1.5)

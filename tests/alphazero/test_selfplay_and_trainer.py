@@ -240,3 +240,30 @@ def test_each_position_gets_the_result_of_the_player_who_moved_there():
     assert sorted(np.unique(mover).tolist()) == [0, 1]
     np.testing.assert_array_equal(player, mover)
     np.testing.assert_array_equal(outcome, np.where(mover == 0, 1.0, -1.0))
+
+
+def test_selfplay_refuses_a_memory_built_for_other_games_or_players(tic_tac_toe):
+    from turbozero.alphazero.selfplay import make_selfplay
+    from turbozero.memory import make_episode_buffer
+    from turbozero.search import make_search, puct
+
+    def eval_fn(params, obs, key):
+        return jax.numpy.zeros((obs.shape[0], 9)), jax.numpy.zeros((obs.shape[0],))
+
+    search = make_search(tic_tac_toe, eval_fn, selector=puct(), num_simulations=2, max_nodes=4)
+    kw = dict(batch_size=8, max_episode_steps=9)
+    for games, players in ((4, 2), (8, 1)):
+        memory = make_episode_buffer(
+            num_games=games, capacity=4, sample_size=2, num_players=players
+        )
+        with pytest.raises(ValueError, match="memory was built for num_games="):
+            make_selfplay(search, memory, **kw)
+    memory = make_episode_buffer(num_games=8, capacity=4, sample_size=2, num_players=2)
+    with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+        make_selfplay(search, memory, temperature=float("nan"), **kw)
+
+
+def test_a_train_batch_larger_than_memory_is_refused_naming_train_batch_size():
+    big = TINY.with_overrides(["train_batch_size=100000"])
+    with pytest.raises(ConfigError, match=r"train_batch_size must be at most num_games \* "):
+        make_alphazero(big)

@@ -180,3 +180,10 @@ def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys):
     assert cli.main(["plot", "anywhere"]) == 130
     err = capsys.readouterr().err
     assert "interrupted (the last checkpoint is kept" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("num_epochs", [0, -3, 1.5])
+def test_train_refuses_a_number_of_epochs_below_one_before_writing(tmp_path, num_epochs):
+    with pytest.raises(ValueError, match="num_epochs must be an int >= 1"):
+        train(TINY, tmp_path / "run", progress=False, num_epochs=num_epochs)
+    assert not (tmp_path / "run").exists()

@@ -124,3 +124,25 @@ class _Unhashable:
 
     def __call__(self, params, states, key):
         raise NotImplementedError
+
+
+def test_network_agent_refuses_a_network_sized_for_another_game(tic_tac_toe):
+    def seven(params, observations, key):
+        return jnp.zeros((observations.shape[0], 7)), jnp.zeros(observations.shape[0])
+
+    with pytest.raises(ValueError, match=r"expected \(2, 9\) logits"):
+        network_agent(tic_tac_toe, seven, None)
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+        network_agent(tic_tac_toe, bias_eval_fn, None, temperature=float("nan"))
+
+
+def test_alphazero_agent_refuses_node_and_simulation_counts_out_of_range(tic_tac_toe):
+    from turbozero.arena import alphazero_agent
+
+    def uniform(params, observations, key):
+        return jnp.zeros((observations.shape[0], 9)), jnp.zeros(observations.shape[0])
+
+    with pytest.raises(ValueError, match="max_nodes must be an int >= 2, got 0"):
+        alphazero_agent(tic_tac_toe, uniform, None, num_simulations=8, max_nodes=0)
+    with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+        alphazero_agent(tic_tac_toe, uniform, None, num_simulations=8, temperature=float("nan"))

@@ -72,6 +72,19 @@ def test_fit_elo_validates_arguments():
         fit_elo([(1, 1, 1.0)], num_players=2)
     with pytest.raises(ValueError, match="prior_sd"):
         fit_elo([], num_players=2, prior_sd=0.0)
+    with pytest.raises(ValueError, match="prior_sd must be a finite number"):
+        fit_elo([(0, 1, 1.0)], num_players=2, prior_sd=math.inf)
+    with pytest.raises(ValueError, match="anchors values must be finite ratings"):
+        fit_elo([], num_players=2, anchors={1: math.nan})
+
+
+def test_elo_pool_refuses_bad_anchors_and_scores_where_they_are_given():
+    with pytest.raises(ValueError, match="anchors values must be finite ratings"):
+        EloPool(anchors={"random": math.nan})
+    with pytest.raises(ValueError, match=r"score_i must be in \[0, 1\]"):
+        EloPool().add_game("a", "random", 2.0)
+    with pytest.raises(ValueError, match=r"score_i must be in \[0, 1\]"):
+        EloPool().add_game("a", "random", math.nan)
 
 
 def test_scale_is_400_over_ln_10():

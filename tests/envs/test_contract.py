@@ -357,3 +357,35 @@ def test_jumanji_mask_of_an_unreadable_size_is_refused_when_the_adapter_is_built
     monkeypatch.setattr(jumanji, "make", lambda name: Trimmed())
     with pytest.raises(ValueError, match=r"action_mask has shape \(4, 7\), which is neither"):
         envs.make("jumanji:Tetris-v0")
+
+
+def test_from_functions_refuses_a_num_actions_its_mask_does_not_have():
+    with pytest.raises(ValueError, match=r"num_actions=5 but init_fn of 'layout' returns an"):
+        envs.from_functions(
+            init_fn=lambda key: ({"t": jnp.int32(0)}, opening(1, 3)),
+            step_fn=lambda state, action: (state, opening(1, 3)),
+            observe_fn=lambda s: jnp.zeros((1,)),
+            num_actions=5,
+            name="layout",
+        )
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "gymnax:CartPole-v1", "custom"])
+def test_a_discrete_step_refuses_float_actions_when_traced(game):
+    env = _game() if game == "custom" else envs.make(game)
+    state, _ = env.init(jax.random.PRNGKey(0))
+    with pytest.raises(TypeError, match=r"integer move indices.*got dtype float32"):
+        jax.jit(env.step)(state, jnp.float32(0.9), jax.random.PRNGKey(1))
+    env.step(state, 0, jax.random.PRNGKey(1))  # a Python int is a move index
+
+
+def test_check_and_env_refuse_counts_that_are_not_ints():
+    env = envs.make("tic_tac_toe")
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
+        envs.check(env, batch_size=0)
+    with pytest.raises(ValueError, match="num_steps must be an int >= 1, got -3"):
+        envs.check(env, num_steps=-3)
+    with pytest.raises(ValueError, match=r"num_actions must be an int >= 1, got 2\.5"):
+        dataclasses.replace(env, num_actions=2.5)
+    with pytest.raises(ValueError, match="num_players must be 1 or 2"):
+        dataclasses.replace(env, num_players=True)

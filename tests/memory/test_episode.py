@@ -276,6 +276,23 @@ def test_add_rejects_experience_not_matching_the_example(bad_experience, match):
         buffer.add(state, experience([0, 1]), jnp.zeros(3, jnp.int32))
 
 
+def test_factory_takes_numpy_integers_and_refuses_bools():
+    buffer = make_episode_buffer(
+        num_games=np.int64(2), capacity=np.int32(3), sample_size=np.int64(2), num_players=2
+    )
+    assert buffer.num_games == 2 and buffer.num_players == 2
+    with pytest.raises(ValueError, match="num_games must be an int >= 1, got True"):
+        make_episode_buffer(num_games=True, capacity=3, sample_size=1, num_players=2)
+    with pytest.raises(ValueError, match="num_players must be 1 or 2, got True"):
+        make_episode_buffer(num_games=2, capacity=3, sample_size=1, num_players=True)
+
+
+def test_add_rejects_players_that_are_not_integer_ids():
+    buffer = make_episode_buffer(num_games=2, capacity=3, sample_size=2, num_players=2)
+    with pytest.raises(ValueError, match="player must hold integer player ids, got dtype float"):
+        buffer.add(buffer.init(EXAMPLE), experience([0, 1]), jnp.array([0.7, 1.9]))
+
+
 def test_add_rejects_players_out_of_range_outside_traced_code():
     buffer = make_episode_buffer(num_games=2, capacity=3, sample_size=2, num_players=2)
     state = buffer.init(EXAMPLE)

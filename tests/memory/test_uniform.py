@@ -84,7 +84,15 @@ def test_factory_rejects_capacity_below_one(capacity):
         make_uniform_buffer(capacity=capacity)
 
 
-@pytest.mark.parametrize("batch_size", [0, -3])
+@pytest.mark.parametrize("capacity", [np.int64(4), np.int32(4)])
+def test_factory_and_sample_take_numpy_integers(capacity):
+    buffer = make_uniform_buffer(capacity=capacity)
+    state = buffer.add(buffer.init(SAMPLE), transitions([1, 2]))
+    _, batch = buffer.sample(state, np.int64(3), jax.random.PRNGKey(0))
+    assert jax.tree.leaves(batch)[0].shape[0] == 3
+
+
+@pytest.mark.parametrize("batch_size", [0, -3, True])
 def test_sample_rejects_batch_size_below_one(batch_size):
     buffer = make_uniform_buffer(capacity=4)
     state = buffer.add(buffer.init(SAMPLE), transitions([1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import jax
@@ -439,6 +440,41 @@ def test_bad_selector_arguments_name_the_argument():
         puct(c_puct=0.0)
     with pytest.raises(ValueError, match="max_num_considered_actions"):
         gumbel(max_num_considered_actions=0)
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda: puct(dirichlet_alpha=math.inf), "dirichlet_alpha"),  # its draw never ended
+        (lambda: puct(dirichlet_alpha=1e300), "dirichlet_alpha"),  # inf in float32
+        (lambda: puct(c_puct=math.inf), "c_puct"),
+        (lambda: muzero_puct(pb_c_base=math.inf), "pb_c_base"),
+        (lambda: muzero_puct(pb_c_init=math.nan), "pb_c_init"),
+        (lambda: gumbel(gumbel_scale=math.nan), "gumbel_scale"),
+        (lambda: gumbel(value_scale=math.inf), "value_scale"),
+        (lambda: gumbel(maxvisit_init=math.nan), "maxvisit_init"),
+        (lambda: gumbel(max_num_considered_actions=2.5), "max_num_considered_actions"),
+        (lambda: gumbel(max_num_considered_actions=True), "max_num_considered_actions"),
+    ],
+)
+def test_selector_settings_must_be_finite_numbers_in_range(make, name):
+    with pytest.raises(ValueError, match=rf"{name} must be a"):
+        make()
+
+
+def test_numpy_integers_are_accepted_where_ints_are_asked():
+    g = gumbel(max_num_considered_actions=np.int64(4))
+    assert g.options["max_num_considered_actions"] == 4
+
+
+@pytest.mark.parametrize("temperature", [math.nan, math.inf, jnp.array([0.0, math.nan])])
+def test_a_temperature_that_is_not_a_finite_number_is_refused(tic_tac_toe, temperature):
+    s = make_search(
+        tic_tac_toe, uniform_eval_fn(9), selector=puct(), num_simulations=2, max_nodes=4
+    )
+    states = play(tic_tac_toe, [], batch=2)
+    with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+        s.search(s.init(2), None, states, jax.random.PRNGKey(0), temperature)
 
 
 def test_negative_temperature_and_wrong_policy_size_are_refused(tic_tac_toe):

@@ -58,6 +58,9 @@ class SearchConfig(Config):
         check_range("search.dirichlet_fraction", self.dirichlet_fraction, low=0, high=1)
         check_range("search.max_num_considered_actions", self.max_num_considered_actions, low=1)
         check_range("search.discount", self.discount, low=0, high=1, low_inclusive=False)
+        check_range("search.pb_c_init", self.pb_c_init, low=0, low_inclusive=False)
+        check_range("search.pb_c_base", self.pb_c_base, low=0, low_inclusive=False)
+        check_range("search.gumbel_scale", self.gumbel_scale, low=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +121,7 @@ class AlphaZeroConfig(Config):
         check_range("l2", self.l2, low=0)
         check_range("max_grad_norm", self.max_grad_norm, low=0, low_inclusive=False)
         check_range("value_scale", self.value_scale, low=0, low_inclusive=False)
+        check_range("value_weight", self.value_weight, low=0)
         check_range("train_batch_size", self.train_batch_size, low=1)
         check_range("warmup_steps", self.warmup_steps, low=0)
         check_range("collection_steps_per_epoch", self.collection_steps_per_epoch, low=1)

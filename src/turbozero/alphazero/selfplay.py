@@ -15,6 +15,7 @@ from turbozero import struct
 from turbozero.memory import EpisodeBuffer, EpisodeBufferState
 from turbozero.search import Search, Tree, value_vector
 from turbozero.types import Array, Params, PRNGKey, PyTree
+from turbozero.validate import check_count, check_number
 
 # An augmentation maps (observation, policy [A], mask [A]) to a symmetric copy of the same.
 AugmentFn = Callable[[Array, Array, Array], tuple[Array, Array, Array]]
@@ -75,16 +76,18 @@ def make_selfplay(
         temperature_moves: after this many moves the best move is played.
         augment_fns: symmetries; each stores one extra experience per position.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if max_episode_steps < 1:
-        raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if temperature_moves < 0:
-        raise ValueError(f"temperature_moves must be >= 0, got {temperature_moves}")
+    batch_size = check_count("batch_size", batch_size, low=1)
+    max_episode_steps = check_count("max_episode_steps", max_episode_steps, low=1)
+    temperature = check_number("temperature", temperature, low=0.0)
+    temperature_moves = check_count("temperature_moves", temperature_moves, low=0)
     env = search.env
     P = env.num_players
+    if (memory.num_games, memory.num_players) != (batch_size, P):
+        raise ValueError(
+            f"memory was built for num_games={memory.num_games} and "
+            f"num_players={memory.num_players}; self-play needs num_games=batch_size="
+            f"{batch_size} and num_players={P} ({env.name!r})"
+        )
 
     def experience(obs, policy, mask, root_value):
         return {"observation": obs, "policy": policy, "mask": mask, "root_value": root_value}

@@ -22,6 +22,7 @@ from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
 from turbozero.nets import param_count
 from turbozero.search import compiler_options, tree_bytes
+from turbozero.validate import check_count
 
 ALGORITHM = "alphazero"
 
@@ -108,6 +109,8 @@ def train(
         parts: pieces that replace what the config builds (see `make_alphazero`), e.g. a user's
             own `env` and flax `module`; a resumed run must be given the same parts.
     """
+    if num_epochs is not None:
+        num_epochs = check_count("num_epochs", num_epochs, low=1)
     maybe_initialize_distributed()
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     # Everything that can refuse the configuration (the game's id, the search's settings, the

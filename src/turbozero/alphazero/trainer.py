@@ -21,6 +21,7 @@ from turbozero.alphazero.augment import check_augment_fns, horizontal_flip, squa
 from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
+from turbozero.config import ConfigError
 from turbozero.envs.core import Env
 from turbozero.memory import make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
@@ -150,6 +151,13 @@ def make_alphazero(
     else:
         augment = augmentations(env) if cfg.augment else []
     copies = 1 + len(augment)
+    if cfg.train_batch_size > cfg.num_games * cfg.memory_capacity * copies:
+        raise ConfigError(
+            f"train_batch_size must be at most num_games * memory_capacity * (1 + "
+            f"augmentations) = {cfg.num_games} * {cfg.memory_capacity} * {copies} = "
+            f"{cfg.num_games * cfg.memory_capacity * copies} (what memory holds), got "
+            f"{cfg.train_batch_size}"
+        )
     memory = make_episode_buffer(
         num_games=cfg.num_games,
         capacity=cfg.memory_capacity * copies,

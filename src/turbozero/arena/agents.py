@@ -31,6 +31,7 @@ import jax.numpy as jnp
 from turbozero import struct
 from turbozero.envs.core import Env
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
+from turbozero.validate import check_number
 
 
 class AgentOutput(NamedTuple):
@@ -160,6 +161,21 @@ class NetworkPolicy:
         return AgentOutput(action.astype(jnp.int32), weights, jnp.asarray(value, jnp.float32))
 
 
+def _check_network(env: Env, eval_fn: EvalFn, params: Params) -> None:
+    """A `ValueError` unless `eval_fn` maps a batch of `env`'s observations to logits `[B, A]`
+    and values `[B]` (shapes only, traced once)."""
+    state, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
+    obs = jax.eval_shape(env.observe, state)
+    batch = jax.ShapeDtypeStruct((2, *obs.shape), obs.dtype)
+    logits, value = jax.eval_shape(eval_fn, params, batch, jax.random.PRNGKey(0))
+    if len(logits.shape) != 2 or logits.shape[1] != env.num_actions or len(value.shape) != 1:
+        raise ValueError(
+            f"eval_fn's outputs have shapes {tuple(logits.shape)} and {tuple(value.shape)} for a "
+            f"batch of 2 observations, expected (2, {env.num_actions}) logits and (2,) values "
+            f"for {env.name!r}"
+        )
+
+
 def network_agent(
     env: Env,
     eval_fn: EvalFn,
@@ -181,13 +197,14 @@ def network_agent(
         name: display name.
 
     Raises:
-        ValueError: if `temperature` is not > 0 or `eval_fn` is not callable.
+        ValueError: if `temperature` is not > 0, `eval_fn` is not callable, or its outputs do
+            not have the shapes above for this game.
     """
     if not callable(eval_fn):
         raise ValueError(f"eval_fn must be callable, got {type(eval_fn).__name__}")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    policy = NetworkPolicy(env, eval_fn, sample=bool(sample), temperature=float(temperature))
+    temperature = check_number("temperature", temperature, low=0.0, strict=True)
+    _check_network(env, eval_fn, params)
+    policy = NetworkPolicy(env, eval_fn, sample=bool(sample), temperature=temperature)
     return make_agent(policy, params, name=name)
 
 

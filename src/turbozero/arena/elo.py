@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from turbozero.arena.match import MatchResult
+from turbozero.validate import check_number
 
 SCALE = 400.0 / math.log(10.0)  # Elo points per logit
 
@@ -87,8 +89,7 @@ def fit_elo(
     """
     if not isinstance(num_players, int) or num_players < 1:
         raise ValueError(f"num_players must be an int >= 1, got {num_players!r}")
-    if not prior_sd > 0:
-        raise ValueError(f"prior_sd must be > 0, got {prior_sd}")
+    check_number("prior_sd", prior_sd, low=0.0, strict=True)
     if max_iterations < 1:
         raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
     if not tolerance > 0:
@@ -97,6 +98,8 @@ def fit_elo(
     for p in anchors:
         if not 0 <= p < num_players:
             raise ValueError(f"anchors keys must be players in [0, {num_players}), got {p}")
+        if not (isinstance(anchors[p], numbers.Real) and math.isfinite(anchors[p])):
+            raise ValueError(f"anchors values must be finite ratings, got {anchors[p]!r} for {p}")
     played, scored = _aggregate(games, num_players)
 
     x = np.zeros(num_players)  # ratings in logits
@@ -153,6 +156,13 @@ class EloPool:
     names: tuple[str, ...] = ()
     games: tuple[tuple[int, int, float], ...] = ()
 
+    def __post_init__(self) -> None:
+        for name, rating in self.anchors.items():
+            if not (isinstance(rating, numbers.Real) and math.isfinite(rating)):
+                raise ValueError(
+                    f"anchors values must be finite ratings, got {rating!r} for {name!r}"
+                )
+
     def _with_names(self, *names: str) -> tuple[EloPool, list[int]]:
         known = list(self.names)
         for n in names:
@@ -165,6 +175,8 @@ class EloPool:
         """Record one game of `name_i` against `name_j` (score 1, 0.5 or 0 for `name_i`)."""
         if name_i == name_j:
             raise ValueError(f"a player cannot play itself: {name_i!r}")
+        if not 0.0 <= score_i <= 1.0:  # NaN included
+            raise ValueError(f"score_i must be in [0, 1] (1 win, 0.5 draw, 0 loss), got {score_i}")
         pool, (i, j) = self._with_names(name_i, name_j)
         return dataclasses.replace(pool, games=(*self.games, (i, j, float(score_i))))
 

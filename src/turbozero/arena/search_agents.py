@@ -9,6 +9,7 @@ from turbozero.arena.agents import Agent, AgentOutput, make_agent
 from turbozero.envs.core import Env
 from turbozero.search import Search, Selector, make_search, puct
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
+from turbozero.validate import check_count, check_number
 
 
 class SearchPolicy:
@@ -44,8 +45,10 @@ def alphazero_agent(
     name: str = "alphazero",
 ) -> Agent:
     """Network + search; temperature 0 plays the search's best move; no root noise unless asked."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    temperature = check_number("temperature", temperature, low=0.0)
+    num_simulations = check_count("num_simulations", num_simulations, low=1)
+    if max_nodes is not None:
+        max_nodes = check_count("max_nodes", max_nodes, low=2)
     selector = selector or puct()
     if not root_noise:
         selector = selector.without_noise()
@@ -54,7 +57,7 @@ def alphazero_agent(
         eval_fn,
         selector=selector,
         num_simulations=num_simulations,
-        max_nodes=max_nodes or num_simulations + 1,
+        max_nodes=num_simulations + 1 if max_nodes is None else max_nodes,
         reuse=False,
     )
     return make_agent(SearchPolicy(search, temperature), params, name=name)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.envs.core import Env
+from turbozero.validate import check_count
 
 # Stable names of the rules `check` verifies.
 RULES = {
@@ -75,6 +76,8 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
     Raises:
         EnvCheckError: listing each violated rule by its stable name (see `RULES`).
     """
+    batch_size = check_count("batch_size", batch_size, low=1)
+    num_steps = check_count("num_steps", num_steps, low=1)
     v: dict[str, str] = {}
     key = jax.random.PRNGKey(seed)
     try:

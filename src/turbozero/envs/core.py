@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -66,13 +67,19 @@ class Env:
         return self.action_shape is not None
 
     def __post_init__(self) -> None:
-        if self.num_players not in (1, 2):
+        if isinstance(self.num_players, bool) or self.num_players not in (1, 2):
             raise ValueError(
                 f"num_players must be 1 or 2 (games with 3+ players are not supported yet), "
-                f"got {self.num_players} for {self.name!r}"
+                f"got {self.num_players!r} for {self.name!r}"
             )
-        if self.num_actions < 1:
-            raise ValueError(f"num_actions must be >= 1, got {self.num_actions} for {self.name!r}")
+        if (
+            isinstance(self.num_actions, bool)
+            or not isinstance(self.num_actions, numbers.Integral)
+            or self.num_actions < 1
+        ):
+            raise ValueError(
+                f"num_actions must be an int >= 1, got {self.num_actions!r} for {self.name!r}"
+            )
         for fn_name in ("init", "step", "observe", "metadata"):
             if not callable(getattr(self, fn_name)):
                 raise TypeError(f"Env.{fn_name} must be callable for {self.name!r}")
@@ -102,6 +109,18 @@ def check_batched(env: Env, states: PyTree, who: str) -> None:
         raise ValueError(
             f"{who} takes a batch of {env.name!r} states (a leading axis [B, ...] on every "
             f"leaf); for one state pass jax.tree.map(lambda x: x[None], state)"
+        )
+
+
+def check_discrete_action(name: str, action: Any) -> None:
+    """Raise a `TypeError` (when `step` is traced) unless `action` holds integer move indices:
+    a float would be truncated or fail deep inside the game. Its range cannot be checked here
+    (the values are traced); moves outside `[0, num_actions)` are the caller's to avoid."""
+    dtype = jnp.result_type(action)
+    if not (jnp.issubdtype(dtype, jnp.integer) and not jnp.issubdtype(dtype, jnp.bool_)):
+        raise TypeError(
+            f"{name}: step takes integer move indices (int32) for a discrete action space, "
+            f"got dtype {dtype}"
         )
 
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from turbozero import struct
-from turbozero.envs.core import Env, hold_finished
+from turbozero.envs.core import Env, check_discrete_action, hold_finished
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
@@ -85,12 +85,18 @@ def from_functions(
     if not (isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[1], StepMetadata)):
         raise TypeError(f"init_fn of {name!r} must return (state, StepMetadata)")
     md_shape = shape[1]
+    if len(md_shape.action_mask.shape) != 1:
+        raise ValueError(
+            f"action_mask of {name!r} must have shape [A], got {md_shape.action_mask.shape}"
+        )
     if num_actions is None:
-        if len(md_shape.action_mask.shape) != 1:
-            raise ValueError(
-                f"action_mask of {name!r} must have shape [A], got {md_shape.action_mask.shape}"
-            )
         num_actions = int(md_shape.action_mask.shape[0])
+    elif num_actions != md_shape.action_mask.shape[0]:
+        raise ValueError(
+            f"num_actions={num_actions!r} but init_fn of {name!r} returns an action_mask of "
+            f"shape {tuple(md_shape.action_mask.shape)}: give the mask's size, or leave "
+            f"num_actions out to read it off the mask"
+        )
     if num_players is None:
         rshape = md_shape.rewards.shape
         num_players = int(rshape[0]) if len(rshape) == 1 else 1
@@ -136,6 +142,7 @@ def from_functions(
         return GameState(s, _normalise(md, players)), _normalise(md, players)
 
     def step(state, action, key):
+        check_discrete_action(name, action)
         if with_key:
             s, md = step_fn(state.inner, action, key)
         else:

@@ -25,7 +25,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from turbozero import struct
-from turbozero.envs.core import Env, hold_finished
+from turbozero.envs.core import Env, check_discrete_action, hold_finished
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
@@ -128,6 +128,7 @@ def make_gymnax(name: str) -> Env:
 
     def _env_action(action: Array) -> Array:
         if action_shape is None:
+            check_discrete_action(f"gymnax:{name}", action)
             return jnp.asarray(action, jnp.int32)
         a = jnp.broadcast_to(jnp.asarray(action, jnp.float32), action_shape)
         return jnp.reshape(a, env_action_shape)

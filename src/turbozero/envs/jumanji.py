@@ -29,7 +29,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from turbozero import struct
-from turbozero.envs.core import Env, hold_finished
+from turbozero.envs.core import Env, check_discrete_action, hold_finished
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
@@ -182,6 +182,7 @@ def make_jumanji(name: str) -> Env:
         if action_shape is not None:
             a = jnp.broadcast_to(jnp.asarray(action, jnp.float32), action_shape)
             return jnp.reshape(a, env_action_shape).astype(spec.dtype)
+        check_discrete_action(f"jumanji:{name}", action)
         if multi is not None:
             parts = jnp.unravel_index(jnp.asarray(action, jnp.int32), multi)
             return jnp.reshape(jnp.stack(parts), env_action_shape).astype(spec.dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import pgx
 
-from turbozero.envs.core import Env
+from turbozero.envs.core import Env, check_discrete_action
 from turbozero.types import StepMetadata
 
 # pgx games we advertise, with one line each; imperfect-information and 3+-player games are refused.
@@ -65,6 +65,7 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
         return state, pgx_metadata(state)
 
     def step(state, action, key):
+        check_discrete_action(env_id, action)
         state = env.step(state, action, key)
         return state, pgx_metadata(state)
 

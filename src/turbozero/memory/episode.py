@@ -38,6 +38,7 @@ Shape letters: `B` parallel games (`num_games`), `C` slots per game (`capacity`)
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -47,6 +48,7 @@ import numpy as np
 
 from turbozero import struct
 from turbozero.types import Array, PRNGKey, PyTree
+from turbozero.validate import check_count
 
 _TRUNCATION_MODES = ("drop", "bootstrap")
 
@@ -131,6 +133,7 @@ class EpisodeBuffer(NamedTuple):
         sample: `sample(state, key) -> EpisodeSample` of the size fixed in the factory.
         nbytes: `nbytes(example) -> int`, bytes of device memory `init(example)` takes.
         stats: `stats(state) -> dict[str, Array]` of scalar counters.
+        num_games, num_players: `B` and `P` as given to the factory.
     """
 
     init: Callable[[PyTree], EpisodeBufferState]
@@ -139,6 +142,8 @@ class EpisodeBuffer(NamedTuple):
     sample: Callable[[EpisodeBufferState, PRNGKey], EpisodeSample]
     nbytes: Callable[[PyTree], int]
     stats: Callable[[EpisodeBufferState], dict[str, Array]]
+    num_games: int
+    num_players: int
 
 
 def _check_batch(name: str, value: Any, shape: tuple[int, ...]) -> None:
@@ -184,16 +189,20 @@ def make_episode_buffer(
         >>> batch.outcome.tolist(), batch.valid.tolist(), bool(batch.complete)
         ([1.0, 1.0], [True, True], False)
     """
-    for name, value in (("num_games", num_games), ("capacity", capacity)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if not isinstance(sample_size, int) or not 1 <= sample_size <= num_games * capacity:
+    num_games = check_count("num_games", num_games, low=1)
+    capacity = check_count("capacity", capacity, low=1)
+    if (
+        isinstance(sample_size, bool)
+        or not isinstance(sample_size, numbers.Integral)
+        or not 1 <= sample_size <= num_games * capacity
+    ):
         raise ValueError(
             f"sample_size must be an integer in [1, num_games * capacity = "
             f"{num_games * capacity}], got {sample_size!r}"
         )
-    if num_players not in (1, 2):
+    if isinstance(num_players, bool) or num_players not in (1, 2):
         raise ValueError(f"num_players must be 1 or 2, got {num_players!r}")
+    sample_size, num_players = int(sample_size), int(num_players)
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1], got {discount!r}")
     if truncation not in _TRUNCATION_MODES:
@@ -251,6 +260,10 @@ def make_episode_buffer(
                     f"got {jnp.result_type(given)}"
                 )
         _check_batch("player", player, (B,))
+        if not jnp.issubdtype(jnp.result_type(player), jnp.integer):
+            raise ValueError(
+                f"player must hold integer player ids, got dtype {jnp.result_type(player)}"
+            )
         if not isinstance(player, jax.core.Tracer):  # (inside traced code it cannot be read)
             values = np.asarray(player)
             if values.size and (values.min() < 0 or values.max() >= num_players):
@@ -362,5 +375,12 @@ def make_episode_buffer(
         }
 
     return EpisodeBuffer(
-        init=init, add=add, end_step=end_step, sample=sample, nbytes=nbytes, stats=stats
+        init=init,
+        add=add,
+        end_step=end_step,
+        sample=sample,
+        nbytes=nbytes,
+        stats=stats,
+        num_games=B,
+        num_players=P,
     )

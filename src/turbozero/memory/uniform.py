@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from turbozero import struct
 from turbozero.types import Array, PRNGKey, PyTree
+from turbozero.validate import check_count
 
 
 @struct.dataclass
@@ -84,8 +85,7 @@ def make_uniform_buffer(*, capacity: int) -> UniformBuffer:
         >>> batch["x"].shape
         (3,)
     """
-    if not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be an integer >= 1, got {capacity!r}")
+    capacity = check_count("capacity", capacity, low=1)
 
     def init(sample_transition: PyTree) -> UniformBufferState:
         data = jax.tree.map(
@@ -142,8 +142,7 @@ def make_uniform_buffer(*, capacity: int) -> UniformBuffer:
     def sample(
         state: UniformBufferState, batch_size: int, key: PRNGKey
     ) -> tuple[UniformBufferState, PyTree]:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        batch_size = check_count("batch_size", batch_size, low=1)
         if not isinstance(state.size, jax.core.Tracer) and int(state.size) == 0:
             raise ValueError("sample called on an empty buffer: add transitions first")
         filled = state.size > 0

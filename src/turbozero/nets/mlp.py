@@ -8,6 +8,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from turbozero.types import Array
+from turbozero.validate import check_count
 
 
 class PolicyValueMLP(nn.Module):
@@ -18,6 +19,14 @@ class PolicyValueMLP(nn.Module):
     layer_norm: bool = False
     value_bins: int = 0
     bounded_value: bool = True
+
+    def __post_init__(self) -> None:
+        check_count("num_actions", self.num_actions, low=1)
+        for width in self.hidden:
+            check_count("hidden (each width)", width, low=1)
+        if check_count("value_bins", self.value_bins, low=0) == 1:
+            raise ValueError("value_bins must be 0 (a scalar value) or >= 2, got 1")
+        super().__post_init__()
 
     @nn.compact
     def __call__(self, x: Array, train: bool = False) -> tuple[Array, Array]:

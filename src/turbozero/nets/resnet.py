@@ -8,6 +8,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from turbozero.types import Array
+from turbozero.validate import check_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,15 +36,12 @@ class AZResnetConfig:
     model_type: str = "resnet"
 
     def __post_init__(self) -> None:
-        if self.policy_head_out_size < 1:
-            raise ValueError(f"policy_head_out_size must be >= 1, got {self.policy_head_out_size}")
-        if self.num_blocks < 0:
-            raise ValueError(f"num_blocks must be >= 0, got {self.num_blocks}")
-        if self.num_channels < 1:
-            raise ValueError(f"num_channels must be >= 1, got {self.num_channels}")
+        check_count("policy_head_out_size", self.policy_head_out_size, low=1)
+        check_count("num_blocks", self.num_blocks, low=0)
+        check_count("num_channels", self.num_channels, low=1)
         if self.norm not in ("batch", "layer"):
             raise ValueError(f"norm must be 'batch' or 'layer', got {self.norm!r}")
-        if self.value_bins < 0 or self.value_bins == 1:
+        if check_count("value_bins", self.value_bins, low=0) == 1:
             raise ValueError(f"value_bins must be 0 or >= 2, got {self.value_bins}")
         if self.model_type != "resnet":
             raise ValueError(f"model_type must be 'resnet', got {self.model_type!r}")

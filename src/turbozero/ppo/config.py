@@ -107,6 +107,7 @@ class PPOConfig(Config):
         check_range("vf_coef", self.vf_coef, low=0.0, low_inclusive=False)
         check_range("reward_scale", self.reward_scale, low=0.0, low_inclusive=False)
         check_range("actor_lr", self.actor_lr, low=0.0, low_inclusive=False)
+        check_range("init_log_std", self.init_log_std, low=-20.0, high=5.0)
         check_range("critic_lr", self.critic_lr, low=0.0, low_inclusive=False)
         check_choice("lr_schedule", self.lr_schedule, SCHEDULES)
         check_range("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)

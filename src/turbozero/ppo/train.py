@@ -46,6 +46,7 @@ from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, LearnerState, absolute_evaluate, make_ppo
 from turbozero.ppo.networks import ActorCriticParams
 from turbozero.types import Array, PRNGKey
+from turbozero.validate import check_count
 
 ALGORITHM = "ppo"
 
@@ -210,6 +211,8 @@ def train_ppo(
     """
     config, preset = _resolve_config(config, preset)
     cfg = config
+    if num_evals is not None:
+        num_evals = check_count("num_evals", num_evals, low=1)
     if jax.process_count() > 1:
         raise ValueError(
             f"PPO training runs in one process (its seeds split over that process's devices), "

@@ -25,6 +25,7 @@ from turbozero.search.selector import (
     with_options,
 )
 from turbozero.types import Array
+from turbozero.validate import check_count, check_number
 
 
 def considered_visit_sequence(num_considered: int, num_simulations: int) -> tuple[int, ...]:
@@ -78,16 +79,12 @@ def gumbel(
         value_scale, maxvisit_init: the sigma transform of completed Q.
         num_simulations: filled in by `make_search`.
     """
-    if max_num_considered_actions < 1:
-        raise ValueError(
-            f"max_num_considered_actions must be >= 1, got {max_num_considered_actions}"
-        )
-    if gumbel_scale < 0:
-        raise ValueError(f"gumbel_scale must be >= 0, got {gumbel_scale}")
-    if not value_scale > 0:
-        raise ValueError(f"value_scale must be > 0, got {value_scale}")
-    if maxvisit_init < 0:
-        raise ValueError(f"maxvisit_init must be >= 0, got {maxvisit_init}")
+    max_num_considered_actions = check_count(
+        "max_num_considered_actions", max_num_considered_actions, low=1
+    )
+    check_number("gumbel_scale", gumbel_scale, low=0.0)
+    check_number("value_scale", value_scale, low=0.0, strict=True)
+    check_number("maxvisit_init", maxvisit_init, low=0.0)
     options: dict[str, Any] = dict(
         max_num_considered_actions=max_num_considered_actions,
         gumbel_scale=gumbel_scale,

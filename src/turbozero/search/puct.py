@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import jax.numpy as jnp
@@ -15,13 +16,13 @@ from turbozero.search.selector import (
     with_options,
 )
 from turbozero.types import Array
+from turbozero.validate import check_number
 
 
 def _check_noise(alpha: float, fraction: float) -> None:
-    if not alpha > 0:
-        raise ValueError(f"dirichlet_alpha must be > 0, got {alpha}")
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"dirichlet_fraction must be in [0, 1], got {fraction}")
+    check_number("dirichlet_alpha", alpha, low=0.0, strict=True)
+    if not (isinstance(fraction, numbers.Real) and 0.0 <= fraction <= 1.0):
+        raise ValueError(f"dirichlet_fraction must be in [0, 1], got {fraction!r}")
 
 
 def _prepare(alpha: float, fraction: float):
@@ -55,8 +56,7 @@ def puct(
     Returns:
         A `Selector`; its policy target is the root visit distribution.
     """
-    if not c_puct > 0:
-        raise ValueError(f"c_puct must be > 0, got {c_puct}")
+    check_number("c_puct", c_puct, low=0.0, strict=True)
     _check_noise(dirichlet_alpha, dirichlet_fraction)
     options: dict[str, Any] = dict(
         c_puct=c_puct,
@@ -95,10 +95,8 @@ def muzero_puct(
     where `Q_norm` maps the visited children's Q and the node's value to [0, 1] and unvisited
     actions get 0, so unbounded single-player returns work.
     """
-    if not pb_c_init > 0:
-        raise ValueError(f"pb_c_init must be > 0, got {pb_c_init}")
-    if not pb_c_base > 0:
-        raise ValueError(f"pb_c_base must be > 0, got {pb_c_base}")
+    check_number("pb_c_init", pb_c_init, low=0.0, strict=True)
+    check_number("pb_c_base", pb_c_base, low=0.0, strict=True)
     _check_noise(dirichlet_alpha, dirichlet_fraction)
     options: dict[str, Any] = dict(
         pb_c_init=pb_c_init,

@@ -19,7 +19,6 @@ simulation that still ends at a node without expanding backs up that node's own 
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -28,7 +27,12 @@ import jax.numpy as jnp
 
 from turbozero import struct
 from turbozero.envs.core import Env
-from turbozero.search.selector import NodeView, Selector, first_argmax, masked_softmax
+from turbozero.search.selector import (
+    NodeView,
+    Selector,
+    first_argmax,
+    masked_softmax,
+)
 from turbozero.search.tree import (
     CHILD,
     E_VALUE,
@@ -57,6 +61,7 @@ from turbozero.search.tree import (
     state_codec,
 )
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
+from turbozero.validate import check_count
 
 COMPACT_MIN_LANES = 8  # fewer lanes than this: no compaction (walks, root evaluations)
 
@@ -213,13 +218,6 @@ def gather_lanes(flags: Array, lanes: int) -> tuple[Array, Array]:
     return games, jnp.arange(lanes) < jnp.sum(flags)
 
 
-def _int_arg(name: str, value: object, low: int) -> int:
-    """`value` as a Python int >= `low` (NumPy integers too), else a `ValueError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
 def _node_view(
     tree: Tree, node: Array | None, games: Array | None = None, logits: bool = True
 ) -> tuple[NodeView, Array, Array]:
@@ -299,13 +297,13 @@ def make_search(
     """
     if (eval_fn is None) == (state_eval_fn is None):
         raise ValueError("pass exactly one of eval_fn or state_eval_fn")
-    num_simulations = _int_arg("num_simulations", num_simulations, 1)
-    max_nodes = _int_arg("max_nodes", max_nodes, 2)
+    num_simulations = check_count("num_simulations", num_simulations, low=1)
+    max_nodes = check_count("max_nodes", max_nodes, low=2)
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1], got {discount}")
     if levels_per_iteration is None:
         levels_per_iteration = default_levels_per_iteration()
-    levels_per_iteration = _int_arg("levels_per_iteration", levels_per_iteration, 1)
+    levels_per_iteration = check_count("levels_per_iteration", levels_per_iteration, low=1)
     if not isinstance(selector, Selector):
         raise TypeError("selector must be built by puct(), muzero_puct() or gumbel()")
     if selector.name == "gumbel" and selector.options.get("num_simulations") != num_simulations:
@@ -365,7 +363,9 @@ def make_search(
         return edges, info, own
 
     def init(batch_size: int) -> Tree:
-        return init_tree(env, batch_size=_int_arg("batch_size", batch_size, 1), max_nodes=max_nodes)
+        return init_tree(
+            env, batch_size=check_count("batch_size", batch_size, low=1), max_nodes=max_nodes
+        )
 
     def evaluate_empty_roots(params, env_states, empty, key) -> tuple[Array, Array]:
         """`(logits [B, A], value [B])` float32 of the states where `empty [B]` (0 elsewhere).
@@ -674,8 +674,8 @@ def make_search(
             )
         if not isinstance(temperature, jax.core.Tracer):
             t = jnp.asarray(temperature)
-            if not isinstance(t, jax.core.Tracer) and bool(jnp.any(t < 0)):
-                raise ValueError(f"temperature must be >= 0, got {temperature}")
+            if not isinstance(t, jax.core.Tracer) and not bool(jnp.all((t >= 0) & jnp.isfinite(t))):
+                raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
         check_net(params, env_states, key)
         return search(tree, params, env_states, key, temperature)
 

@@ -1,0 +1,29 @@
+"""Argument checks shared by the factories: each raises a `ValueError` naming the argument and
+its allowed range, before anything is traced."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+
+def check_number(name: str, value: Any, *, low: float, strict: bool = False) -> float:
+    """`value` as a float when it is a finite real number `>= low` (`> low` when `strict`), else
+    a `ValueError` naming the argument and the range (NaN and infinities included: a rule fed
+    one searches wrongly, and an infinite Dirichlet alpha never finishes drawing noise)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = ok and math.isfinite(float(value)) and abs(float(value)) <= 3.4e38  # a float32
+    ok = ok and (float(value) > low if strict else float(value) >= low)
+    if not ok:
+        bound = f"> {low}" if strict else f">= {low}"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+def check_count(name: str, value: Any, *, low: int) -> int:
+    """`value` as an int when it is an integer (NumPy's too, not a bool) `>= low`, else a
+    `ValueError` naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)

@@ -322,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CheckpointError, FileExistsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except FloatingPointError as err:  # training diverged; what was saved before stays
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except ValueError as err:
         # The library's checks of arguments and settings raise ValueError naming the argument;
         # a user reads the message, not the traceback (TURBOZERO_DEBUG=1 shows it).

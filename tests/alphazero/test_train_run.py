@@ -187,3 +187,16 @@ def test_train_refuses_a_number_of_epochs_below_one_before_writing(tmp_path, num
     with pytest.raises(ValueError, match="num_epochs must be an int >= 1"):
         train(TINY, tmp_path / "run", progress=False, num_epochs=num_epochs)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_whose_loss_diverges_stops_without_saving_the_diverged_epoch(tmp_path):
+    """A learning rate of 1e30 sends the parameters to infinity within the first epoch's two
+    training steps: the run raises instead of checkpointing non-numbers (which would push the
+    last good checkpoint out) and writes no metric row for that epoch."""
+    cfg = TINY.with_overrides(
+        ["learning_rate=1e30", "num_epochs=3", "eval_opponents=random", "elo_pool_size=0"]
+    )
+    with pytest.raises(FloatingPointError, match=r"training diverged in epoch 1: the loss is"):
+        train(cfg, tmp_path / "run", progress=False)
+    assert Checkpointer(tmp_path / "run" / "checkpoints").all_steps() == []
+    assert RunDir(tmp_path / "run").read_metrics() == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,10 @@ def train(
             `resume` continues to `config.num_epochs`.
         parts: pieces that replace what the config builds (see `make_alphazero`), e.g. a user's
             own `env` and flax `module`; a resumed run must be given the same parts.
+
+    Raises:
+        FloatingPointError: the training loss stopped being a finite number (the parameters
+            diverged); that epoch is not saved, so the latest checkpoint keeps finite ones.
     """
     if num_epochs is not None:
         num_epochs = check_count("num_epochs", num_epochs, low=1)
@@ -252,6 +257,18 @@ def train(
                 row.update(
                     {k: float(np.mean([m[k] for m in step_metrics])) for k in step_metrics[0]}
                 )
+                if not math.isfinite(row["loss"]):
+                    # the parameters are no longer numbers: saving them would push the last
+                    # good checkpoint out (`keep_checkpoints`), so the run stops here
+                    kept = ckpt.latest_step()
+                    ckpt.close()
+                    best_ckpt.close()
+                    raise FloatingPointError(
+                        f"training diverged in epoch {int(state.epoch) + 1}: the loss is "
+                        f"{row['loss']}; the run stops without saving that epoch ("
+                        + (f"its checkpoint of epoch {kept} is intact" if kept else "no checkpoint")
+                        + "); try a new run with a lower learning_rate or max_grad_norm"
+                    )
                 t2 = time.perf_counter()
                 row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t1, 1e-9)
             else:

@@ -214,3 +214,22 @@ def test_evaluate_run_reports_the_mean_and_std_return(full_run):
         load_agent(run, which="worst")
     with pytest.raises(ValueError, match="num_episodes"):
         evaluate_run(run, num_episodes=0)
+
+
+def test_a_nan_evaluation_neither_becomes_nor_erases_a_seeds_best():
+    """Seed 0 evaluates 5, then NaN (diverged), then 9: its best is 5, then still 5 (not NaN,
+    which no later return would beat), then 9 with the parameters of that evaluation."""
+    ppo = make_ppo(dataclasses.replace(TINY, num_seeds=2))
+    ckpt = ppo_train.initial_checkpoint(ppo)
+
+    def with_params(c, value):
+        params = jax.tree.map(lambda x: x * 0 + value, c.learner.params)
+        return c._replace(learner=c.learner.replace(params=params))
+
+    for value, returns in ((1.0, [5.0, 5.0]), (2.0, [float("nan"), 4.0]), (3.0, [9.0, 9.0])):
+        ckpt = ppo_train._keep_best(with_params(ckpt, value), jax.numpy.array(returns))
+        if value == 2.0:
+            assert np.asarray(ckpt.best_return).tolist() == [5.0, 5.0]
+    assert np.asarray(ckpt.best_return).tolist() == [9.0, 9.0]
+    leaf = np.asarray(jax.tree.leaves(ckpt.best_params)[0])
+    assert np.all(leaf[0] == 3.0) and np.all(leaf[1] == 3.0)

@@ -140,7 +140,9 @@ def _eval_row(metrics: dict[str, Any]) -> dict[str, Any]:
 
 @jax.jit
 def _keep_best(ckpt: CheckpointState, returns: Array) -> CheckpointState:
-    better = returns > ckpt.best_return
+    """Keep each seed's parameters whose evaluation beat its best so far; a NaN evaluation (a
+    diverged seed) never counts as better and leaves the stored best return as it was."""
+    better = returns > ckpt.best_return  # False for NaN
 
     def pick(new: Array, old: Array) -> Array:
         return jnp.where(better.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
@@ -153,7 +155,7 @@ def _keep_best(ckpt: CheckpointState, returns: Array) -> CheckpointState:
     return ckpt._replace(
         best_params=params,
         best_obs_stats=stats,
-        best_return=jnp.maximum(ckpt.best_return, returns),
+        best_return=jnp.where(better, returns, ckpt.best_return),
     )
 
 

@@ -258,6 +258,11 @@ def test_selfplay_refuses_a_memory_built_for_other_games_or_players(tic_tac_toe)
         )
         with pytest.raises(ValueError, match="memory was built for num_games="):
             make_selfplay(search, memory, **kw)
+    memory = make_episode_buffer(
+        num_games=8, capacity=4, sample_size=2, num_players=2, discount=0.9
+    )
+    with pytest.raises(ValueError, match=r"memory discounts outcomes by 0\.9 but the search by"):
+        make_selfplay(search, memory, **kw)
     memory = make_episode_buffer(num_games=8, capacity=4, sample_size=2, num_players=2)
     with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
         make_selfplay(search, memory, temperature=float("nan"), **kw)

@@ -88,6 +88,11 @@ def make_selfplay(
             f"num_players={memory.num_players}; self-play needs num_games=batch_size="
             f"{batch_size} and num_players={P} ({env.name!r})"
         )
+    if memory.discount != search.discount:
+        raise ValueError(
+            f"memory discounts outcomes by {memory.discount} but the search by "
+            f"{search.discount}: value targets would mix the two (give both the same discount)"
+        )
 
     def experience(obs, policy, mask, root_value):
         return {"observation": obs, "policy": policy, "mask": mask, "root_value": root_value}

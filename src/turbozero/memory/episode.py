@@ -133,7 +133,7 @@ class EpisodeBuffer(NamedTuple):
         sample: `sample(state, key) -> EpisodeSample` of the size fixed in the factory.
         nbytes: `nbytes(example) -> int`, bytes of device memory `init(example)` takes.
         stats: `stats(state) -> dict[str, Array]` of scalar counters.
-        num_games, num_players: `B` and `P` as given to the factory.
+        num_games, num_players, discount: `B`, `P` and the discount given to the factory.
     """
 
     init: Callable[[PyTree], EpisodeBufferState]
@@ -144,6 +144,7 @@ class EpisodeBuffer(NamedTuple):
     stats: Callable[[EpisodeBufferState], dict[str, Array]]
     num_games: int
     num_players: int
+    discount: float
 
 
 def _check_batch(name: str, value: Any, shape: tuple[int, ...]) -> None:
@@ -383,4 +384,5 @@ def make_episode_buffer(
         stats=stats,
         num_games=B,
         num_players=P,
+        discount=float(discount),
     )

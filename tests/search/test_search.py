@@ -351,9 +351,8 @@ def test_high_temperature_never_samples_a_move_with_zero_weight(tic_tac_toe):
         assert np.all(chosen > 0)  # 3 simulations visit 3 of the 9 moves: the others never
 
 
-def test_a_tree_whose_root_allows_other_moves_is_started_afresh(tic_tac_toe):
-    """A kept tree that does not belong to the given states (e.g. a reset forgotten after an
-    episode ended) is not searched: its row starts afresh, so no illegal move is played."""
+def _reusing_search(tic_tac_toe):
+    """Parameters, a 16-simulation PUCT search that keeps subtrees, and its jitted `search`."""
     params = linear_params(tic_tac_toe, seed=5, scale=1.0)
     s = make_search(
         tic_tac_toe,
@@ -362,7 +361,13 @@ def test_a_tree_whose_root_allows_other_moves_is_started_afresh(tic_tac_toe):
         num_simulations=16,
         max_nodes=40,
     )
-    run = jax.jit(s.search)
+    return params, s, jax.jit(s.search)
+
+
+def test_a_tree_whose_root_allows_other_moves_is_started_afresh(tic_tac_toe):
+    """A kept tree that does not belong to the given states (e.g. a reset forgotten after an
+    episode ended) is not searched: its row starts afresh, so no illegal move is played."""
+    params, s, run = _reusing_search(tic_tac_toe)
     tree, out = run(s.init(8), params, play(tic_tac_toe, [4], batch=8), jax.random.PRNGKey(0))
     tree = s.advance(tree, out.action)
     other = play(tic_tac_toe, [4, 6, 0, 1, 2], batch=8)  # not the position the tree advanced to
@@ -757,15 +762,7 @@ def test_a_tree_whose_root_holds_another_position_with_the_same_moves_is_started
     """X in the centre and O in a corner, or the other way round: the same legal moves and the
     same player to move, but not the same position. The kept tree (advanced to the first) is
     not searched from the second: the search equals a fresh tree's."""
-    params = linear_params(tic_tac_toe, seed=5, scale=1.0)
-    s = make_search(
-        tic_tac_toe,
-        linear_eval_fn(9),
-        selector=puct(dirichlet_fraction=0.0),
-        num_simulations=16,
-        max_nodes=40,
-    )
-    run = jax.jit(s.search)
+    params, s, run = _reusing_search(tic_tac_toe)
     tree, out = run(s.init(4), params, play(tic_tac_toe, [4], batch=4), jax.random.PRNGKey(0))
     tree = s.advance(tree, jnp.full((4,), 6, jnp.int32))
     assert np.all(np.asarray(tree.next_free) > 1)  # the move's subtree was kept

@@ -54,6 +54,11 @@ def _log_sigmoid(z: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -z)
 
 
+def _check_anchor(player: object, rating: object) -> None:
+    if not (isinstance(rating, numbers.Real) and math.isfinite(rating)):
+        raise ValueError(f"anchors values must be finite ratings, got {rating!r} for {player!r}")
+
+
 def fit_elo(
     games: Iterable[Sequence[float]],
     *,
@@ -98,8 +103,7 @@ def fit_elo(
     for p in anchors:
         if not 0 <= p < num_players:
             raise ValueError(f"anchors keys must be players in [0, {num_players}), got {p}")
-        if not (isinstance(anchors[p], numbers.Real) and math.isfinite(anchors[p])):
-            raise ValueError(f"anchors values must be finite ratings, got {anchors[p]!r} for {p}")
+        _check_anchor(p, anchors[p])
     played, scored = _aggregate(games, num_players)
 
     x = np.zeros(num_players)  # ratings in logits
@@ -158,10 +162,7 @@ class EloPool:
 
     def __post_init__(self) -> None:
         for name, rating in self.anchors.items():
-            if not (isinstance(rating, numbers.Real) and math.isfinite(rating)):
-                raise ValueError(
-                    f"anchors values must be finite ratings, got {rating!r} for {name!r}"
-                )
+            _check_anchor(name, rating)
 
     def _with_names(self, *names: str) -> tuple[EloPool, list[int]]:
         known = list(self.names)

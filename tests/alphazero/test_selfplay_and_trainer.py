@@ -272,3 +272,18 @@ def test_a_train_batch_larger_than_memory_is_refused_naming_train_batch_size():
     big = TINY.with_overrides(["train_batch_size=100000"])
     with pytest.raises(ConfigError, match=r"train_batch_size must be at most num_games \* "):
         make_alphazero(big)
+
+
+def test_a_train_step_on_a_memory_with_nothing_finished_changes_nothing(compiled):
+    """Before any episode ends the sample has no valid row: its loss is 0, but the L2 term,
+    Adam's moments and batch statistics would still have moved the network."""
+    _, _, train_steps, state = compiled
+    assert not int(state.selfplay.memory.positions_sampleable)
+    after, metrics = train_steps(state, 2)
+    assert float(metrics["policy_loss"]) == float(metrics["value_loss"]) == 0.0
+    for before_leaf, after_leaf in zip(
+        jax.tree_util.tree_leaves((state.params, state.opt_state)),
+        jax.tree_util.tree_leaves((after.params, after.opt_state)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(before_leaf), np.asarray(after_leaf))

@@ -230,11 +230,18 @@ def make_alphazero(
         (_, (metrics, new_stats)), grads = jax.value_and_grad(objective, has_aux=True)(
             params["params"]
         )
-        updates, opt_state = optimizer.update(grads, opt_state, params["params"])
+        updates, new_opt_state = optimizer.update(grads, opt_state, params["params"])
         new_params = {**params, "params": optax.apply_updates(params["params"], updates)}
         if new_stats is not None:
             new_params["batch_stats"] = new_stats
-        return new_params, opt_state, metrics
+        # a sample with no finished position (memory not yet filled) leaves everything as it
+        # was: its loss is 0, but the L2 term, Adam's moments and batch-norm statistics (over
+        # the zero rows) would still move
+        has_data = jnp.any(sample.valid)
+        keep = functools.partial(jnp.where, has_data)
+        new_params = jax.tree_util.tree_map(keep, new_params, params)
+        new_opt_state = jax.tree_util.tree_map(keep, new_opt_state, opt_state)
+        return new_params, new_opt_state, metrics
 
     def train_step(state: TrainState):
         key, sub = jax.random.split(state.key)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+
 import jax.numpy as jnp
 import pytest
 
 from turbozero.io import checkpoint
 from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.errors import CheckpointError
+from turbozero.io.errors import CheckpointError, UnreadableCheckpointError
 
 
 def test_a_checkpoint_restores_what_was_saved(tmp_path):
@@ -39,4 +41,62 @@ def test_a_checkpoint_of_another_structure_is_refused_by_name(tmp_path):
         ckpt.restore({"w": jnp.zeros(2), "extra": jnp.zeros(3)})
     with pytest.raises(CheckpointError, match="structure or shapes"):
         ckpt.restore({"w": jnp.zeros(3)})
+    ckpt.close()
+
+
+def _damage(directory, how):
+    if how == "side record cut short":
+        (directory / "meta" / "metadata").write_text("{trunc")
+    elif how == "array files overwritten":
+        for f in (directory / "state").rglob("d/*"):
+            f.write_bytes(b"\0" * 3)
+    else:  # "state folder missing"
+        shutil.rmtree(directory / "state")
+
+
+DAMAGE = ["side record cut short", "array files overwritten", "state folder missing"]
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_a_damaged_checkpoint_is_named_by_step_and_resume_goes_back_to_an_intact_one(tmp_path, how):
+    ckpt = Checkpointer(tmp_path / "c")
+    for step in (1, 2):
+        ckpt.save(step, {"w": jnp.arange(4.0) + step}, {"n": step})
+    _damage(tmp_path / "c" / "2", how)
+    with pytest.raises(UnreadableCheckpointError, match=r"step 2 .* cannot be read.*\[1\]"):
+        ckpt.restore({"w": jnp.zeros(4)})
+    state, meta, skipped = ckpt.restore_newest(lambda meta: {"w": jnp.zeros(4)})
+    assert state["w"].tolist() == [1.0, 2.0, 3.0, 4.0] and meta["n"] == 1
+    assert len(skipped) == 1 and "step 2" in skipped[0]
+    assert ckpt.all_steps() == [1]  # the resumed run writes step 2 again
+    ckpt.close()
+
+
+def test_resume_with_no_readable_checkpoint_says_so_and_keeps_the_files(tmp_path):
+    ckpt = Checkpointer(tmp_path / "c")
+    ckpt.save(1, {"w": jnp.zeros(2)}, {})
+    _damage(tmp_path / "c" / "1", "side record cut short")
+    with pytest.raises(CheckpointError, match=r"no checkpoint .* can be read: .*step 1"):
+        ckpt.restore_newest(lambda meta: {"w": jnp.zeros(2)})
+    assert ckpt.all_steps() == [1]
+    ckpt.close()
+
+
+def test_resume_does_not_go_back_past_a_checkpoint_of_another_structure(tmp_path):
+    """Another structure means another configuration: every older step is alike, and
+    going back would only delete them."""
+    ckpt = Checkpointer(tmp_path / "c")
+    for step in (1, 2):
+        ckpt.save(step, {"w": jnp.zeros(2)}, {})
+    with pytest.raises(CheckpointError, match="does not have the structure"):
+        ckpt.restore_newest(lambda meta: {"w": jnp.zeros(3)})
+    assert ckpt.all_steps() == [1, 2]
+    ckpt.close()
+
+
+def test_a_step_that_does_not_exist_is_not_found_rather_than_damaged(tmp_path):
+    ckpt = Checkpointer(tmp_path / "c")
+    ckpt.save(1, {"w": jnp.zeros(2)}, {})
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 5 .*\[1\]"):
+        ckpt.restore({"w": jnp.zeros(2)}, step=5)
     ckpt.close()

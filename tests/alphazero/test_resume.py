@@ -72,6 +72,22 @@ def test_resume_redoes_epochs_after_the_last_checkpoint_without_duplicates(tmp_p
     best.close()
 
 
+def test_resume_goes_back_past_a_damaged_checkpoint_and_redoes_its_epoch_exactly(tmp_path):
+    """A crash or a full disk can leave the newest checkpoint unreadable: the run resumes from
+    the newest intact one (the damaged one is rewritten) and ends as the uninterrupted run."""
+    cfg = ELO.with_overrides(["checkpoint_every=1"])
+    whole, damaged = tmp_path / "whole", tmp_path / "damaged"
+    train(cfg, whole, progress=False)
+    train(cfg, damaged, progress=False)
+    (RunDir(damaged).checkpoints / "2" / "meta" / "metadata").write_text("{cut")
+    summary = train(cfg, damaged, progress=False, resume=True)
+    assert summary["epochs"] == 2
+    assert _rows(damaged) == _rows(whole)
+    a, b = _meta(whole), _meta(damaged)
+    for k in ("best_name", "elo_names", "elo_games", "pool_names", "eval", "step"):
+        assert a[k] == b[k], k
+
+
 def test_a_run_saved_without_its_memory_loads_and_resumes(tmp_path):
     import turbozero
 

@@ -4,6 +4,7 @@ overwrite, and agents loaded back from the checkpoints."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import signal
 
 import jax
@@ -132,6 +133,18 @@ def test_stop_and_resume_gives_the_same_state_as_an_uninterrupted_run(full_run, 
     split_state, _, _ = _checkpoint(split)
     _assert_trees_equal(split_state, full_state)  # params, optimisers, stats, envs, keys, best
     assert _same_rows(RunDir(split).read_metrics(), RunDir(run).read_metrics())
+
+
+def test_resume_goes_back_past_a_damaged_checkpoint_and_ends_as_the_whole_run(full_run, tmp_path):
+    run, _ = full_run
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run, damaged)
+    for f in (RunDir(damaged).checkpoints / str(EPOCHS) / "state").rglob("d/*"):
+        f.write_bytes(b"\0" * 3)
+    summary = train_ppo(TINY, damaged, resume=True, progress=False)
+    assert summary["epochs"] == EPOCHS
+    _assert_trees_equal(_checkpoint(damaged)[0], _checkpoint(run)[0])
+    assert _same_rows(RunDir(damaged).read_metrics(), RunDir(run).read_metrics())
 
 
 def test_sigint_finishes_the_epoch_saves_and_returns(full_run, tmp_path, monkeypatch):

@@ -199,9 +199,11 @@ def train(
         ckpt.save(int(state.epoch), tree, meta)
 
     if resume and ckpt.latest_step() is not None:
-        meta = ckpt.restore_meta()
-        like = {"train": strip(state), **evaluator.like_tree(meta, state.params)}
-        restored, meta = ckpt.restore(like)
+        restored, meta, skipped = ckpt.restore_newest(
+            lambda meta: {"train": strip(state), **evaluator.like_tree(meta, state.params)}
+        )
+        for message in skipped:
+            log.info(f"passed over a damaged checkpoint: {message}")
         train_state = restored.pop("train")
         if not cfg.save_memory:
             train_state = train_state.replace(

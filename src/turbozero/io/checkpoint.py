@@ -4,13 +4,14 @@ of the last K, and a JSON side record (format version, config, counters) per che
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
 
-from turbozero.io.errors import CheckpointError
+from turbozero.io.errors import CheckpointError, UnreadableCheckpointError
 
 # 2: packed search-tree layout; 3: int32 state words, edge rows PROBS, CHILD, PRIOR
 FORMAT_VERSION = 3
@@ -58,19 +59,45 @@ class Checkpointer:
                 self.manager.delete(s)
 
     def restore_meta(self, step: int | None = None) -> dict[str, Any]:
+        """The side record of `step` (default: the latest).
+
+        Raises:
+            FileNotFoundError: when there is no checkpoint.
+            CheckpointError: when the record cannot be read (a damaged checkpoint).
+        """
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
-        out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-        return dict(out["meta"])
+        if step not in self.all_steps():
+            raise FileNotFoundError(
+                f"no checkpoint of step {step} in {self.directory} (it holds steps "
+                f"{self.all_steps()})"
+            )
+        try:
+            out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+            meta = out["meta"]
+            if not isinstance(meta, dict):
+                raise TypeError(f"the side record is a {type(meta).__name__}, not an object")
+        except Exception as e:  # whatever a damaged file raises: JSON, tensorstore, missing file
+            raise self._unreadable(step, e) from e
+        return dict(meta)
+
+    def _unreadable(self, step: int, error: BaseException) -> UnreadableCheckpointError:
+        reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+        return UnreadableCheckpointError(
+            f"checkpoint step {step} in {self.directory} cannot be read "
+            f"({type(error).__name__}: {reason}); it is damaged or was cut short. Older steps: "
+            f"{[s for s in self.all_steps() if s < step] or 'none'}"
+        )
 
     def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """Restore the state with the structure, shapes and dtypes of `like`.
 
         Raises:
             FileNotFoundError: when there is no checkpoint.
-            CheckpointError: when the checkpoint was written in another format version, or its
-                state does not have `like`'s structure (another configuration).
+            CheckpointError: when the checkpoint was written in another format version, its
+                state does not have `like`'s structure (another configuration), or it cannot
+                be read (damaged).
         """
         step = self.latest_step() if step is None else step
         if step is None:
@@ -90,17 +117,54 @@ class Checkpointer:
                     state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
                 ),
             )
-        except ValueError as e:
-            if "do not match" not in str(e) and "not compatible with the stored shape" not in str(
-                e
+        except Exception as e:
+            if isinstance(e, ValueError) and (
+                "do not match" in str(e) or "not compatible with the stored shape" in str(e)
             ):
-                raise
-            raise CheckpointError(
-                f"the checkpoint in {self.directory} (step {step}) does not have the structure "
-                f"or shapes this run expects (written with another configuration, e.g. other "
-                f"network or search sizes); resume with the run's own config.json"
-            ) from e
+                raise CheckpointError(
+                    f"the checkpoint in {self.directory} (step {step}) does not have the "
+                    f"structure or shapes this run expects (written with another configuration, "
+                    f"e.g. other network or search sizes); resume with the run's own config.json"
+                ) from e
+            raise self._unreadable(step, e) from e
         return out["state"], dict(out["meta"])
+
+    def restore_newest(
+        self, like: Callable[[dict[str, Any]], Any]
+    ) -> tuple[Any, dict[str, Any], list[str]]:
+        """Restore the newest checkpoint that reads back whole, going back past damaged ones.
+
+        What a resumed run uses: a crash or a full disk can leave the newest step unreadable
+        while an older one is intact, and training exactly from the older one redoes the lost
+        epochs. Unreadable steps newer than the one restored are deleted (the run writes them
+        again).
+
+        Args:
+            like: `meta -> target`, the structure to restore into given the step's side record.
+
+        Returns:
+            `(state, meta, skipped)`: `skipped` describes each unreadable step passed over.
+
+        Raises:
+            FileNotFoundError: when there is no checkpoint.
+            CheckpointError: when no step can be read, or one that can is of another format
+                or structure (then every step is: the run's configuration differs).
+        """
+        steps = sorted(self.all_steps(), reverse=True)
+        if not steps:
+            raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        skipped: list[str] = []
+        for step in steps:
+            try:
+                state, meta = self.restore(like(self.restore_meta(step)), step)
+            except UnreadableCheckpointError as e:
+                skipped.append(str(e))
+                continue
+            self.delete_after(step)
+            return state, meta, skipped
+        raise CheckpointError(
+            f"no checkpoint in {self.directory} can be read: " + "; ".join(skipped)
+        )
 
     def close(self) -> None:
         self.manager.close()

@@ -5,3 +5,7 @@ from __future__ import annotations
 
 class CheckpointError(ValueError):
     """A checkpoint that this version cannot restore into the state asked for."""
+
+
+class UnreadableCheckpointError(CheckpointError):
+    """A checkpoint whose files cannot be read back (damaged, or cut short by a crash)."""

@@ -260,7 +260,9 @@ def train_ppo(
         f"{steps_per_epoch:,} steps/epoch per seed, {cfg.num_evals} epochs -> {rd.path}"
     )
     if resume and ckpt_io.latest_step() is not None:
-        ckpt, meta = ckpt_io.restore(abstract_checkpoint(ppo))
+        ckpt, meta, skipped = ckpt_io.restore_newest(lambda _: abstract_checkpoint(ppo))
+        for message in skipped:
+            log.info(f"passed over a damaged checkpoint: {message}")
         epoch = saved_epoch = int(meta["epoch"])
         wall0 = float(meta.get("wall_seconds", 0.0))
         final_metrics = dict(meta.get("final_metrics", {}))

@@ -210,6 +210,58 @@ def test_one_player_game_records_returns():
     assert np.all(r.lengths <= 6) and r.illegal_moves == 0
 
 
+@dataclasses.dataclass(frozen=True)
+class ConstantTorque:
+    """A continuous policy: the same float action `[B, 1]` everywhere."""
+
+    torque: float
+
+    def __call__(self, params, states, key):
+        batch = jax.tree_util.tree_leaves(states)[0].shape[0]
+        return AgentOutput(
+            jnp.full((batch, 1), self.torque), jnp.zeros((batch, 1)), jnp.zeros(batch)
+        )
+
+
+def test_a_continuous_action_agent_plays_its_float_actions_as_given():
+    env = envs.make("gymnax:Pendulum-v1")
+    key = jax.random.PRNGKey(3)
+    results = {
+        torque: play_match(
+            env, make_agent(ConstantTorque(torque), name="c"), None, key, num_games=2, max_steps=5
+        )
+        for torque in (0.0, 0.4, 1.7)
+    }
+    for torque, r in results.items():
+        assert r.actions.shape == (5, 2, 1) and r.actions.dtype == np.float32
+        np.testing.assert_allclose(r.actions, torque, rtol=1e-6)
+        assert r.illegal_moves == 0 and np.all(r.lengths == 5)
+
+    # replayed by hand with the same per-game keys, the summed rewards agree
+    def rollout(game_key, torque):
+        def keys_at(t):
+            return jax.random.fold_in(game_key, t)
+
+        state, md = env.init(keys_at(0))
+        total = 0.0
+        for t in range(5):
+            state, md = env.step(state, jnp.full((1,), torque, jnp.float32), keys_at(t + 1))
+            total += float(md.rewards[0])
+        return total
+
+    r = results[0.4]
+    expected = [rollout(jnp.asarray(k), 0.4) for k in r.game_keys]
+    np.testing.assert_allclose(r.returns[:, 0], expected, rtol=1e-5)
+    assert len({round(r.mean_return_a, 4) for r in results.values()}) == 3
+
+
+def test_a_continuous_action_match_refuses_random_openings():
+    env = envs.make("gymnax:Pendulum-v1")
+    agent = make_agent(ConstantTorque(0.0), name="c")
+    with pytest.raises(ValueError, match="opening_moves=0"):
+        play_match(env, agent, None, jax.random.PRNGKey(0), num_games=2, opening_moves=1)
+
+
 def test_play_match_validates_arguments(tic_tac_toe):
     a = random_agent(tic_tac_toe)
     key = jax.random.PRNGKey(0)

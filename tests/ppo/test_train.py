@@ -4,6 +4,7 @@ overwrite, and agents loaded back from the checkpoints."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import signal
 
@@ -246,3 +247,18 @@ def test_a_nan_evaluation_neither_becomes_nor_erases_a_seeds_best():
     assert np.asarray(ckpt.best_return).tolist() == [9.0, 9.0]
     leaf = np.asarray(jax.tree.leaves(ckpt.best_params)[0])
     assert np.all(leaf[0] == 3.0) and np.all(leaf[1] == 3.0)
+
+
+def test_turbozero_eval_plays_a_continuous_action_run(tmp_path, capsys):
+    from turbozero.cli import main
+
+    cfg = dataclasses.replace(
+        TINY, env="gymnax:Pendulum-v1", num_seeds=1, num_updates=2, normalize_observations=False
+    )
+    run = tmp_path / "pendulum"
+    train_ppo(cfg, run, progress=False)
+    capsys.readouterr()
+    assert main(["eval", str(run), "--games", "3", "--max-steps", "7", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["env"] == "gymnax:Pendulum-v1" and out["games"] == 3
+    assert -16.3 * 7 <= out["mean_return"] < 0  # Pendulum's reward per step is in [-16.3, 0]

@@ -9,6 +9,9 @@ Rules (one test each in tests/arena/test_match.py):
   (the first mover is the player to move after `env.init`).
 - An action outside `[0, A)` or masked illegal is counted against the agent that chose it and
   replaced by a uniformly random legal action; the game goes on.
+- Continuous-action environments (`env.continuous`, one player only) take the agent's float
+  actions `[G, D]` as they are (the environment clips them to its bounds if it does); nothing
+  is illegal there, and `opening_moves` must be 0.
 - `opening_moves` random legal moves start every game (for both sides, not counted as illegal).
   The default is 0: stochastic agents (random, sampled, perfect) already play diverse games.
   Deterministic agents (argmax networks) on deterministic games replay the same two games over and
@@ -84,7 +87,8 @@ class MatchResult:
         a_first: `[G]` bool, agent A moved first.
         lengths: `[G]` int moves per game.
         actions: `[T, G]` int actions taken (after replacing illegal ones; -1 once the game is
-            over), `T` = `max_steps`; None when `max_steps` is None.
+            over), `T` = `max_steps`; None when `max_steps` is None. Continuous environments:
+            `[T, G, D]` float actions (0 once the game is over).
         game_keys: `[G, 2]` uint32 per-game keys from which `records.replay_game` rebuilds the
             environment's randomness.
     """
@@ -162,6 +166,7 @@ def _match_program(
 ) -> Callable[[Params, Params, PRNGKey, Array], dict[str, Array]]:
     """The compiled match for one configuration (cached; params, key and openings are data)."""
     two_players = env.num_players == 2
+    continuous = env.continuous
     B, A, P = num_games, env.num_actions, env.num_players
     T = max_steps
 
@@ -190,7 +195,9 @@ def _match_program(
             illegal_b=jnp.int32(0),
             key=key,
         )
-        if T is not None:
+        if T is not None and continuous:
+            carry["actions"] = jnp.zeros((T, B, *env.action_shape), jnp.float32)
+        elif T is not None:
             carry["actions"] = jnp.full((T, B), -1, jnp.int32)
 
         def cond(c):
@@ -205,13 +212,17 @@ def _match_program(
             if two_players:
                 action_b = policy_b(params_b, c["state"], key_b).action
                 proposed = jnp.where(a_moves, proposed, action_b)
-            proposed = proposed.astype(jnp.int32)
-            in_range = (proposed >= 0) & (proposed < A)
-            picked = jnp.take_along_axis(c["mask"], jnp.clip(proposed, 0, A - 1)[:, None], -1)
-            legal = in_range & picked[:, 0]
-            opening = t < opening_moves
-            illegal = ~legal & ~c["done"] & ~opening
-            action = jnp.where(opening | ~legal, _random_legal(key_random, c["mask"]), proposed)
+            if continuous:  # one player, float actions: nothing to check or replace
+                action = proposed.astype(jnp.float32).reshape(B, *env.action_shape)
+                illegal = jnp.zeros(B, bool)
+            else:
+                proposed = proposed.astype(jnp.int32)
+                in_range = (proposed >= 0) & (proposed < A)
+                picked = jnp.take_along_axis(c["mask"], jnp.clip(proposed, 0, A - 1)[:, None], -1)
+                legal = in_range & picked[:, 0]
+                opening = t < opening_moves
+                illegal = ~legal & ~c["done"] & ~opening
+                action = jnp.where(opening | ~legal, _random_legal(key_random, c["mask"]), proposed)
             state, md = jax.vmap(env.step)(c["state"], action, keys_at(t + 1))
             done = c["done"]
             new = dict(
@@ -228,7 +239,12 @@ def _match_program(
                 key=key,
             )
             if T is not None:
-                new["actions"] = c["actions"].at[t].set(jnp.where(done, -1, action))
+                finished = done.reshape(done.shape + (1,) * (action.ndim - 1))
+                new["actions"] = (
+                    c["actions"]
+                    .at[t]
+                    .set(jnp.where(finished, jnp.zeros_like(action) if continuous else -1, action))
+                )
             return new
 
         c = jax.lax.while_loop(cond, body, carry)
@@ -295,6 +311,12 @@ def play_match(
         raise ValueError(f"agent_b must be an Agent in a two-player game, got {agent_b!r}")
     if env.num_players == 1:
         agent_b = None
+    if env.continuous and (env.num_players != 1 or opening_moves):
+        raise ValueError(
+            f"a continuous-action environment ({env.name!r}) plays one-player matches with "
+            f"opening_moves=0 (random openings are for discrete moves); got {env.num_players} "
+            f"players and opening_moves={opening_moves}"
+        )
     if jax.dtypes.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
 

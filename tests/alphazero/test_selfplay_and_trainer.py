@@ -287,3 +287,11 @@ def test_a_train_step_on_a_memory_with_nothing_finished_changes_nothing(compiled
         strict=True,
     ):
         np.testing.assert_array_equal(np.asarray(before_leaf), np.asarray(after_leaf))
+
+
+def test_gating_without_best_among_the_opponents_is_refused():
+    """Gating compares the score against the best network, which is played only when "best"
+    is an evaluation opponent: without it the threshold would be silently ignored."""
+    with pytest.raises(ValueError, match=r"gating_threshold=0\.55 .* 'best' in eval_opponents"):
+        TINY.with_overrides(["gating_threshold=0.55"])
+    TINY.with_overrides(["gating_threshold=0.55", "eval_opponents=random,best"])

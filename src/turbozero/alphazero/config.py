@@ -75,7 +75,7 @@ class AlphaZeroConfig(Config):
     temperature: float = 1.0
     temperature_moves: int = 10
     max_episode_steps: int = 512
-    memory_capacity: int = 128  # positions per game; total = num_games * memory_capacity
+    memory_capacity: int = 128  # positions per game, times (1 + symmetries) with augment
     truncation: str = "drop"  # drop | bootstrap
     augment: bool = False  # store board symmetries as extra positions
     learning_rate: float = 1e-3
@@ -97,7 +97,7 @@ class AlphaZeroConfig(Config):
     eval_opening_moves: int = 0  # random opening moves in evaluation games (diversity)
     elo_pool_size: int = 0  # 0: off; else past evaluated networks kept as Elo opponents
     elo_games_per_opponent: int = 16
-    gating_threshold: float = 0.0  # 0: off; else replace "best" only at this score vs best
+    gating_threshold: float = 0.0  # 0: off; else "best" is replaced at this score vs "best"
     devices: int = 0  # 0: every visible device (all hosts' with jax.distributed)
     checkpoint_every: int = 1
     keep_checkpoints: int | None = 3
@@ -154,6 +154,12 @@ class AlphaZeroConfig(Config):
                 raise ValueError(f"eval_opponents entry {opp!r} is not one of: {OPPONENTS_HELP}")
         if "perfect" in self.eval_opponents and self.env != "tic_tac_toe":
             raise ValueError("eval_opponents 'perfect' exists only for env 'tic_tac_toe'")
+        if self.gating_threshold and "best" not in self.eval_opponents:
+            raise ValueError(
+                f"gating_threshold={self.gating_threshold:g} gates on the score against the "
+                f"best network, which is played only with 'best' in eval_opponents (now "
+                f"{','.join(self.eval_opponents) or 'none'}); add it or set gating_threshold=0"
+            )
 
 
 @register_preset(

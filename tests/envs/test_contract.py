@@ -190,6 +190,20 @@ def test_check_names_a_step_that_cannot_be_traced():
     assert "step_not_jittable" in info.value.violations
 
 
+@pytest.mark.parametrize("part", ["observe", "metadata"])
+def test_an_observe_or_metadata_that_cannot_be_traced_is_named_as_a_rule(part):
+    env = _counter_game()
+
+    def broken(state):
+        raise RuntimeError("boom")
+
+    bad = dataclasses.replace(env, **{part: broken})
+    with pytest.raises(envs.EnvCheckError) as info:
+        envs.check(bad)
+    assert list(info.value.violations) == [f"{part}_not_jittable"]
+    assert "boom" in info.value.violations[f"{part}_not_jittable"]
+
+
 def test_three_player_games_are_refused():
     env = _counter_game()
     with pytest.raises(ValueError, match="num_players"):

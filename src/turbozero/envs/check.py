@@ -13,6 +13,8 @@ from turbozero.validate import check_count
 RULES = {
     "init_not_jittable": "init(key) must trace and run under jit and vmap",
     "step_not_jittable": "step(state, action, key) must trace and run under jit and vmap",
+    "observe_not_jittable": "observe(state) must trace and run under jit and vmap",
+    "metadata_not_jittable": "metadata(state) must trace and run under jit and vmap",
     "metadata_shapes": (
         "rewards [P] float, action_mask [A] bool, scalar terminated/truncated/player"
     ),
@@ -95,6 +97,12 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
         )
     except Exception as e:
         raise EnvCheckError(env.name, {"step_not_jittable": f"{type(e).__name__}: {e}"}) from e
+    for name, fn in (("observe", env.observe), ("metadata", env.metadata)):
+        try:
+            jax.eval_shape(jax.vmap(fn), state)
+        except Exception as e:
+            rule = f"{name}_not_jittable"
+            raise EnvCheckError(env.name, {rule: f"{type(e).__name__}: {e}"}) from e
     observe = jax.jit(jax.vmap(env.observe))
     meta = jax.jit(jax.vmap(env.metadata))
     sig0 = _sig(state)

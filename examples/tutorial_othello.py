@@ -1,4 +1,5 @@
-"""The "How to turbozero" tutorial, with only the import paths changed.
+"""The "How to turbozero" tutorial with its import paths changed; besides, `env_name="othello"`
+names the game in the run directory, and two flags choose tiny sizes and the run directory.
 
 `python examples/tutorial_othello.py` runs it at the tutorial's sizes; `--toy` runs a tiny version
 (used by the test suite); `--out DIR` chooses the run directory.

@@ -8,7 +8,7 @@ from turbozero.alphazero.selfplay import AugmentFn
 from turbozero.types import Array
 
 
-def _square_symmetry(k: int, flip: bool, side: int, extra_actions: int) -> AugmentFn:
+def _square_symmetry(k: int, flip: bool, side: int) -> AugmentFn:
     def transform_board(x: Array) -> Array:
         x = jnp.rot90(x, k, axes=(0, 1))
         return jnp.flip(x, axis=1) if flip else x
@@ -21,18 +21,17 @@ def _square_symmetry(k: int, flip: bool, side: int, extra_actions: int) -> Augme
 
         return transform_board(obs), move(policy), move(mask)
 
-    del extra_actions
     return fn
 
 
-def square_symmetries(side: int, *, extra_actions: int = 0) -> list[AugmentFn]:
+def square_symmetries(side: int) -> list[AugmentFn]:
     """The 7 non-identity symmetries of a `side x side` board (rotations and reflections).
 
     Observations are `[side, side, C]`; actions `0 .. side*side-1` index the squares row-major,
-    and any further actions (e.g. pass) are left in place.
+    and any further actions (e.g. othello's pass) are left in place.
     """
     return [
-        _square_symmetry(k, flip, side, extra_actions)
+        _square_symmetry(k, flip, side)
         for k in range(4)
         for flip in (False, True)
         if (k, flip) != (0, False)

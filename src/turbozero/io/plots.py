@@ -16,7 +16,13 @@ GROUPS = {
         "entropy",
         "approx_kl",
     ),
-    "throughput": ("positions_per_s", "train_steps_per_s", "simulations_per_s", "tree_fullness"),
+    "throughput": (
+        "positions_per_s",
+        "train_steps_per_s",
+        "simulations_per_s",
+        "tree_fullness",
+        "env_steps_per_s",
+    ),
 }
 
 

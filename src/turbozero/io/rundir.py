@@ -4,9 +4,10 @@ RUN/
   config.json       the full typed config (with `algorithm` and `preset`)
   checkpoints/      orbax checkpoints
   metrics.jsonl     one JSON object per line: epoch, env_steps, wall_seconds, metrics...
-  summary.json      preset, env, epochs, env_steps, wall_seconds, final_metrics, eval
+  summary.json      preset, env, algorithm, epochs, env_steps, wall_seconds, final_metrics,
+                    eval (AlphaZero adds costs; PPO seeds and updates)
   plots/            PNGs
-  games/            records of evaluation games (SVG)
+  games/            HTML pages of evaluation games (SVG boards)
 """
 
 from __future__ import annotations

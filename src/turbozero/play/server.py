@@ -4,7 +4,7 @@ The server binds to 127.0.0.1 only and serves the page from the package (no CDN,
 Every move the browser sends is checked against the legal mask of the position the server holds.
 
 JSON API (every answer is the game's snapshot, see `Game.snapshot`; errors are
-``{"error": "..."}`` with status 400, or 404 for an unknown path):
+``{"error": "..."}`` with status 400, 404 for an unknown path, or 500 when the agent fails):
 
     GET  /api/state                      the game now
     POST /api/move  {"action": int}      the human's move, then the agent's reply

@@ -1,4 +1,6 @@
-"""Agents from PPO run directories: `load_agent` for the arena and play, `evaluate_run` for eval.
+"""Agents from PPO run directories: `load_agent` for the arena (`play_match`, `turbozero eval`),
+`evaluate_run` for training's own evaluation episodes. (The play page serves two-player games,
+so not PPO's one-player environments.)
 
     loaded = load_agent("runs/ppo_cartpole-...")          # best parameters of the best seed
     states, _ = jax.vmap(loaded.env.init)(jax.random.split(key, 8))
@@ -185,7 +187,7 @@ def evaluate_run(
     eval_seed: int = 0,
     max_steps: int | None = None,
 ) -> dict[str, Any]:
-    """Evaluate a PPO run's agent on `num_episodes` fresh episodes (for `turbozero eval`).
+    """Evaluate a PPO run's agent on `num_episodes` fresh episodes, as training evaluates.
 
     The episodes run as in training's evaluation (`PPO.evaluate`, policy mode unless the config
     sets `eval_greedy=False`), cut after `max_steps` (default: the config's `eval_max_steps`).

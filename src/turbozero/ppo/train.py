@@ -217,7 +217,7 @@ def train_ppo(
         num_evals = check_count("num_evals", num_evals, low=1)
     if jax.process_count() > 1:
         raise ValueError(
-            f"PPO training runs in one process (its seeds split over that process's devices), "
+            f"PPO training runs in one process (its seeds vmapped on one device), "
             f"but {jax.process_count()} processes were joined (TURBOZERO_COORDINATOR): run it "
             f"without the TURBOZERO_* variables; many hosts are for AlphaZero training"
         )

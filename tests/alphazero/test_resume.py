@@ -88,7 +88,9 @@ def test_resume_goes_back_past_a_damaged_checkpoint_and_redoes_its_epoch_exactly
         assert a[k] == b[k], k
 
 
-def test_a_run_saved_without_its_memory_loads_and_resumes(tmp_path):
+def test_a_run_saved_without_its_memory_loads_and_resumes_saying_it_is_not_exact(
+    tmp_path, capsys
+):
     import turbozero
 
     cfg = TINY.with_overrides(["save_memory=false", "num_epochs=1"])
@@ -96,8 +98,10 @@ def test_a_run_saved_without_its_memory_loads_and_resumes(tmp_path):
     train(cfg, run, progress=False)
     agent = turbozero.load_agent(run, which="latest")
     assert agent.epoch == 1
+    capsys.readouterr()
     summary = train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True)
     assert summary["epochs"] == 2
+    assert "differs from an uninterrupted run" in capsys.readouterr().out
 
 
 def test_a_run_out_of_wall_time_resumes_only_with_a_larger_budget(tmp_path):

@@ -101,7 +101,7 @@ class AlphaZeroConfig(Config):
     devices: int = 0  # 0: every visible device (all hosts' with jax.distributed)
     checkpoint_every: int = 1
     keep_checkpoints: int | None = 3
-    save_memory: bool = True
+    save_memory: bool = True  # False: smaller checkpoints; resume refills memory (not exact)
     tensorboard: bool = False
     wandb_project: str | None = None
 

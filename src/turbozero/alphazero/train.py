@@ -209,6 +209,10 @@ def train(
             train_state = train_state.replace(
                 selfplay=train_state.selfplay.replace(memory=state.selfplay.memory)
             )
+            log.info(
+                "save_memory=false: the replay memory starts empty again, so training from "
+                "here differs from an uninterrupted run"
+            )
         state = train_state
         evaluator.restore(restored, meta)
         eval_metrics = meta.get("eval", {})

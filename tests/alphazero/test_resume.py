@@ -12,6 +12,7 @@ from tests.alphazero.test_selfplay_and_trainer import TINY
 from turbozero.alphazero import train
 from turbozero.alphazero.evaluate import better_than_best
 from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.errors import RunInUseError
 from turbozero.io.rundir import RunDir
 
 ELO = TINY.with_overrides(
@@ -88,9 +89,7 @@ def test_resume_goes_back_past_a_damaged_checkpoint_and_redoes_its_epoch_exactly
         assert a[k] == b[k], k
 
 
-def test_a_run_saved_without_its_memory_loads_and_resumes_saying_it_is_not_exact(
-    tmp_path, capsys
-):
+def test_a_run_saved_without_its_memory_loads_and_resumes_saying_it_is_not_exact(tmp_path, capsys):
     import turbozero
 
     cfg = TINY.with_overrides(["save_memory=false", "num_epochs=1"])
@@ -102,6 +101,16 @@ def test_a_run_saved_without_its_memory_loads_and_resumes_saying_it_is_not_exact
     summary = train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True)
     assert summary["epochs"] == 2
     assert "differs from an uninterrupted run" in capsys.readouterr().out
+
+
+def test_a_run_another_training_holds_is_refused_before_anything_is_written(tmp_path):
+    run = tmp_path / "held"
+    train(TINY.with_overrides(["num_epochs=1"]), run, progress=False)
+    before = (RunDir(run).metrics_path.read_text(), RunDir(run).config_path.read_text())
+    with RunDir(run).lock(), pytest.raises(RunInUseError, match="in use"):
+        train(TINY, run, progress=False, resume=True)
+    assert (RunDir(run).metrics_path.read_text(), RunDir(run).config_path.read_text()) == before
+    assert train(TINY, run, progress=False, resume=True)["epochs"] == 2  # lock released
 
 
 def test_a_run_out_of_wall_time_resumes_only_with_a_larger_budget(tmp_path):

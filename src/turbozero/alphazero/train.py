@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import time
@@ -111,9 +112,24 @@ def train(
             own `env` and flax `module`; a resumed run must be given the same parts.
 
     Raises:
+        RunInUseError: another training holds `run_dir` (a `FileExistsError`).
         FloatingPointError: the training loss stopped being a finite number (the parameters
             diverged); that epoch is not saved, so the latest checkpoint keeps finite ones.
     """
+    with contextlib.ExitStack() as cleanup:
+        return _train(config, run_dir, resume, preset, progress, num_epochs, parts, cleanup)
+
+
+def _train(
+    config: AlphaZeroConfig,
+    run_dir: str | Path | None,
+    resume: bool,
+    preset: str | None,
+    progress: bool | None,
+    num_epochs: int | None,
+    parts: dict[str, Any] | None,
+    cleanup: contextlib.ExitStack,
+) -> dict[str, Any]:
     if num_epochs is not None:
         num_epochs = check_count("num_epochs", num_epochs, low=1)
     maybe_initialize_distributed()
@@ -129,6 +145,7 @@ def train(
         rd.path.mkdir(parents=True, exist_ok=True)
     elif resume:
         rd.create(resume=True)
+        cleanup.enter_context(rd.lock())
         saved = rd.read_json("config.json")
         if saved.get("algorithm") != ALGORITHM:
             raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
@@ -146,6 +163,7 @@ def train(
             rd.write_json("config.json", {**saved, "config": config.to_dict()})
     else:
         rd.create()
+        cleanup.enter_context(rd.lock())
         rd.write_json(
             "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
         )

@@ -9,3 +9,7 @@ class CheckpointError(ValueError):
 
 class UnreadableCheckpointError(CheckpointError):
     """A checkpoint whose files cannot be read back (damaged, or cut short by a crash)."""
+
+
+class RunInUseError(FileExistsError):
+    """A run directory that another training holds (its lock is taken)."""

@@ -8,15 +8,25 @@ RUN/
                     eval (AlphaZero adds costs; PPO seeds and updates)
   plots/            PNGs
   games/            HTML pages of evaluation games (SVG boards)
+  .lock             held while a training writes the run (`RunDir.lock`)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from turbozero.io.errors import RunInUseError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks, the run directory is not guarded
+    fcntl = None  # type: ignore[assignment]
 
 
 def enable_compilation_cache(path: str | os.PathLike[str] | None = None) -> Path:
@@ -95,6 +105,39 @@ class RunDir:
         for p in (self.path, self.checkpoints, self.plots, self.games):
             p.mkdir(parents=True, exist_ok=True)
         return self
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run for one writer: a second process (or a second `train` in this one)
+        that takes the lock while it is held gets `RunInUseError` and writes nothing.
+
+        An advisory `flock` on `RUN/.lock`, released when the block ends and by the operating
+        system when the process dies (a crashed run never leaves a stale lock). No-op where
+        `fcntl` does not exist (Windows).
+        """
+        if fcntl is None:
+            yield
+            return
+        path = self.path / ".lock"
+        f = path.open("a+")
+        try:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.seek(0)
+                holder = f.read().strip() or "another process"
+                raise RunInUseError(
+                    f"run directory {str(self.path)!r} is in use by {holder}: two trainings "
+                    f"writing one run would mix their metrics and checkpoints; wait for it to "
+                    f"end, or stop it (Ctrl-C saves a checkpoint) and then --resume"
+                ) from None
+            f.seek(0)
+            f.truncate()
+            f.write(f"process {os.getpid()}\n")
+            f.flush()
+            yield
+        finally:
+            f.close()  # closing the file releases the lock
 
     def write_json(self, name: str, data: Any) -> None:
         """Write `name` atomically (write, then rename)."""

@@ -25,6 +25,7 @@ returns (a second Ctrl-C aborts at once).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import time
@@ -207,10 +208,24 @@ def train_ppo(
         best parameters re-evaluated with `absolute_eval_factor` times the episodes).
 
     Raises:
-        FileExistsError: `run_dir` exists and `resume` is False.
+        FileExistsError: `run_dir` exists and `resume` is False, or another training holds it
+            (`RunInUseError`).
         FileNotFoundError: `resume` and `run_dir` is not a run directory.
         ValueError: `resume` with a different config or a run of another algorithm.
     """
+    with contextlib.ExitStack() as cleanup:
+        return _train_ppo(config, run_dir, resume, preset, progress, num_evals, cleanup)
+
+
+def _train_ppo(
+    config: PPOConfig | str,
+    run_dir: str | Path | None,
+    resume: bool,
+    preset: str | None,
+    progress: bool | None,
+    num_evals: int | None,
+    cleanup: contextlib.ExitStack,
+) -> dict[str, Any]:
     config, preset = _resolve_config(config, preset)
     cfg = config
     if num_evals is not None:
@@ -225,6 +240,7 @@ def train_ppo(
     rd = RunDir(run_dir or default_run_dir(preset))
     if resume:
         rd.create(resume=True)
+        cleanup.enter_context(rd.lock())
         stored, saved_preset = read_run_config(rd)
         if stored != cfg:
             diff = stored.diff(cfg)
@@ -241,6 +257,7 @@ def train_ppo(
         preset = saved_preset or preset
     else:
         rd.create()
+        cleanup.enter_context(rd.lock())
         rd.write_json(
             "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": cfg.to_dict()}
         )

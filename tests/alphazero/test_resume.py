@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import shutil
 
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from tests.alphazero.test_selfplay_and_trainer import TINY
@@ -101,6 +104,58 @@ def test_a_run_saved_without_its_memory_loads_and_resumes_saying_it_is_not_exact
     summary = train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True)
     assert summary["epochs"] == 2
     assert "differs from an uninterrupted run" in capsys.readouterr().out
+
+
+def _checkpoint_best(run, step):
+    """The best network a training checkpoint holds, read without the trainer."""
+    ck = Checkpointer(RunDir(run).checkpoints)
+    try:
+        meta = ck.restore_meta(step)
+        assert meta["has_best"]
+        args = ocp.args.Composite(state=ocp.args.StandardRestore())
+        return ck.manager.restore(step, args=args)["state"]["best"]
+    finally:
+        ck.close()
+
+
+def _assert_same_tree(a, b):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_a_best_network_lost_with_a_crash_is_saved_again_on_resume_and_loads_as_best(tmp_path):
+    """`best/` is written before its epoch's checkpoint and keeps one network: a crash between
+    the two leaves `best/` ahead of the checkpoint, and resuming deletes it. The resumed run
+    saves the checkpoint's own best network there again, and until then (or without `best/`)
+    the loader takes the checkpoint's best network, not the latest one."""
+    import turbozero
+
+    # gating at a full score against the best keeps epoch 1's network as the best
+    cfg = ELO.with_overrides(
+        ["eval_every=1", "checkpoint_every=1", "num_epochs=3", "gating_threshold=1"]
+    )
+    run = tmp_path / "run"
+    train(cfg, run, progress=False)
+    assert _meta(run)["best_name"] == "epoch_1"
+    shutil.rmtree(run / "best")  # as if lost: the loader falls back to the checkpoint's best
+    loaded = turbozero.load_agent(run)
+    assert loaded.epoch == 1
+    _assert_same_tree(loaded.agent.params, _checkpoint_best(run, 3))
+    latest = turbozero.load_agent(run, which="latest").agent.params
+    assert not np.array_equal(
+        jax.tree_util.tree_leaves(latest)[0], jax.tree_util.tree_leaves(loaded.agent.params)[0]
+    )
+
+    for step in (2, 3):  # the crash: epochs 2 and 3 never checkpointed
+        shutil.rmtree(RunDir(run).checkpoints / str(step))
+    train(cfg, run, progress=False, resume=True, num_epochs=1)  # restores, trains nothing
+    best = Checkpointer(run / "best")
+    assert best.all_steps() == [1]
+    assert best.restore_meta()["kind"] == "params"
+    best.close()
+    _assert_same_tree(turbozero.load_agent(run).agent.params, _checkpoint_best(run, 1))
 
 
 def test_a_run_another_training_holds_is_refused_before_anything_is_written(tmp_path):

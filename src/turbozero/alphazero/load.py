@@ -107,12 +107,14 @@ def load_agent(
     example = az.env.observe(az.env.init(jax.random.PRNGKey(0))[0])
     like = init_params(az.module, example, jax.random.PRNGKey(0))
     step: int | None = None
+    # the best network from a training checkpoint (which also holds it) when `best/` has none
+    best_of_checkpoint = False
     if p != rd.path and p.name.isdigit():
         directory, step = p.parent, int(p.name)
     else:
         directory = rd.path / "best" if which == "best" else rd.checkpoints
         if which == "best" and not any(directory.glob("[0-9]*")):
-            directory = rd.checkpoints
+            directory, best_of_checkpoint = rd.checkpoints, True
     ck = Checkpointer(directory)
     try:
         meta = ck.restore_meta(step)
@@ -127,6 +129,9 @@ def load_agent(
             like = {"train": state, "best": state.params, "pool": pool}
             restored, meta = ck.restore(like, step)
             params = restored["train"].params
+            if best_of_checkpoint and meta.get("has_best"):
+                params = restored["best"]
+                meta = {**meta, "epoch": int(str(meta["best_name"]).removeprefix("epoch_"))}
     finally:
         ck.close()
     sims = int(num_simulations or cfg.eval_simulations or cfg.search.num_simulations)

@@ -244,6 +244,27 @@ def _train(
         if primary:
             rd.truncate_metrics(int(state.epoch))
         best_ckpt.delete_after(int(state.epoch))
+        # `best/` is saved before the checkpoint of its epoch and keeps one network: a crash
+        # between the two leaves a `best/` newer than the checkpoint (deleted just now), so it
+        # gets the best network the checkpoint knows back
+        if evaluator.best_params is not None and evaluator.best_name:
+            best_epoch = int(evaluator.best_name.removeprefix("epoch_"))
+            if best_ckpt.latest_step() != best_epoch:
+                rows = [r for r in rd.read_metrics() if r.get("epoch") == best_epoch]
+                best_ckpt.save(
+                    best_epoch,
+                    {"params": sharder.replicate(evaluator.best_params)},
+                    {
+                        "kind": "params",
+                        "config": cfg.to_dict(),
+                        "epoch": best_epoch,
+                        "eval": {
+                            k: v
+                            for k, v in (rows or [{}])[-1].items()
+                            if k.startswith("eval/") or k == "elo"
+                        },
+                    },
+                )
         if cfg.max_wall_seconds and wall0 >= cfg.max_wall_seconds:
             ckpt.close()
             best_ckpt.close()

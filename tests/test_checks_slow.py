@@ -174,7 +174,19 @@ TWO_HOSTS = textwrap.dedent(
             shutil.copytree(run / "best" / "1", run / "best" / "2")
     multihost_utils.sync_global_devices("crashed")
     resumed = train(cfg, run, resume=True, progress=False)
-    print("RESULT" + json.dumps({"devices": len(jax.devices()), "local": len(jax.local_devices()),
+    # refusals reach every process: process 0's checks of the run directory (here: it exists,
+    # no --resume), and settings that differ between the processes
+    refusals = []
+    for attempt in (lambda: train(cfg, run, progress=False),
+                    lambda: train(cfg.with_overrides([f"seed={pid}"]), str(run) + "-other",
+                                  progress=False)):
+        try:
+            attempt()
+            refusals.append("none")
+        except Exception as e:
+            refusals.append(f"{type(e).__name__}: {e}")
+    print("RESULT" + json.dumps({"refusals": refusals,
+                                 "devices": len(jax.devices()), "local": len(jax.local_devices()),
                                  "sum": float(sum(l.sum() for l in leaves)), "agreed": agreed,
                                  "epochs": summary["epochs"], "resumed": resumed["epochs"],
                                  "rows": [first, rows()], "best": [best_first, best()]}))
@@ -235,3 +247,6 @@ def test_two_processes_joined_by_jax_distributed_train_agree_and_resume(tmp_path
     first, again = results[0]["rows"]
     assert [r["epoch"] for r in first] == [1, 2] and again == first
     assert all(r["resumed"] == 2 and r["best"][1] == r["best"][0] for r in results)
+    assert results[0]["refusals"][0].startswith("FileExistsError: run directory")
+    assert results[1]["refusals"][0].startswith("RuntimeError: process 0 refused")
+    assert all(r["refusals"][1].startswith("ValueError: process(es) [1]") for r in results)

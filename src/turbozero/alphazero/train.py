@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
+import json
 import math
 import time
 from pathlib import Path
@@ -87,6 +89,59 @@ def agree(decision: bool) -> bool:
 RESUME_MAY_CHANGE = ("num_epochs", "max_wall_seconds")
 
 
+def _same_on_every_process(settings: dict[str, Any]) -> None:
+    """Refuse, on every process, a run whose processes were given different settings (each
+    would compile and stop differently, and wait for the others at a collective forever)."""
+    if jax.process_count() == 1:
+        return
+    text = json.dumps(settings, sort_keys=True, default=str)
+    words = np.frombuffer(hashlib.sha256(text.encode()).digest()[:16], np.int32)
+    every = np.asarray(multihost_utils.process_allgather(words))  # [processes, 4]
+    differ = [i for i in range(every.shape[0]) if not np.array_equal(every[i], every[0])]
+    if differ:
+        raise ValueError(
+            f"process(es) {differ} were started with other settings than process 0 (config, "
+            f"--resume or the epoch count): every process of a run must run the same command"
+        )
+
+
+def _open_run_dir(
+    rd: RunDir,
+    config: AlphaZeroConfig,
+    resume: bool,
+    preset: str | None,
+    cleanup: contextlib.ExitStack,
+) -> str | None:
+    """Process 0: create or reopen the run directory, holding its lock in `cleanup`; the
+    preset name to record. Refuses an existing run without `resume`, and a resumed run of
+    another algorithm or with settings it may not change."""
+    if resume:
+        rd.create(resume=True)
+        cleanup.enter_context(rd.lock())
+        saved = rd.read_json("config.json")
+        if saved.get("algorithm") != ALGORITHM:
+            raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
+        stored = AlphaZeroConfig.from_dict(saved["config"])
+        diff = stored.diff(config)
+        refused = {k: v for k, v in diff.items() if k not in RESUME_MAY_CHANGE}
+        if refused:
+            raise ValueError(
+                f"config differs from the run's saved config (saved, given): {refused}; a "
+                f"resumed run may change only {', '.join(RESUME_MAY_CHANGE)} (`turbozero train "
+                f"--out RUN --resume` starts from the run's own config.json)"
+            )
+        preset = saved.get("preset", preset)
+        if diff:  # the run directory records the settings it now runs with
+            rd.write_json("config.json", {**saved, "config": config.to_dict()})
+        return preset
+    rd.create()
+    cleanup.enter_context(rd.lock())
+    rd.write_json(
+        "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
+    )
+    return preset
+
+
 def train(
     config: AlphaZeroConfig,
     run_dir: str | Path | None = None,
@@ -134,6 +189,12 @@ def _train(
         num_epochs = check_count("num_epochs", num_epochs, low=1)
     maybe_initialize_distributed()
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
+    if jax.process_count() > 1 and run_dir is None:
+        raise ValueError(
+            f"a run over {jax.process_count()} processes needs its run directory named (run_dir, "
+            f"--out), the same on every process: each would otherwise stamp its own"
+        )
+    _same_on_every_process({"config": config.to_dict(), "resume": resume, "num_epochs": num_epochs})
     # Everything that can refuse the configuration (the game's id, the search's settings, the
     # devices, the evaluation opponents) is built before the run directory is, so a refused
     # setting leaves nothing behind that would block the corrected command.
@@ -141,31 +202,21 @@ def _train(
     sharder = Sharder(config)
     evaluator = Evaluator(az)
     rd = RunDir(run_dir or default_run_dir(preset))
+    setup_error: Exception | None = None
     if not primary:
         rd.path.mkdir(parents=True, exist_ok=True)
-    elif resume:
-        rd.create(resume=True)
-        cleanup.enter_context(rd.lock())
-        saved = rd.read_json("config.json")
-        if saved.get("algorithm") != ALGORITHM:
-            raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
-        stored = AlphaZeroConfig.from_dict(saved["config"])
-        diff = stored.diff(config)
-        refused = {k: v for k, v in diff.items() if k not in RESUME_MAY_CHANGE}
-        if refused:
-            raise ValueError(
-                f"config differs from the run's saved config (saved, given): {refused}; a "
-                f"resumed run may change only {', '.join(RESUME_MAY_CHANGE)} (`turbozero train "
-                f"--out RUN --resume` starts from the run's own config.json)"
-            )
-        preset = saved.get("preset", preset)
-        if diff:  # the run directory records the settings it now runs with
-            rd.write_json("config.json", {**saved, "config": config.to_dict()})
     else:
-        rd.create()
-        cleanup.enter_context(rd.lock())
-        rd.write_json(
-            "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
+        try:
+            preset = _open_run_dir(rd, config, resume, preset, cleanup)
+        except Exception as err:  # told to every process below, then raised here
+            setup_error = err
+    # the checks above are process 0's: the others learn of a refusal rather than wait for it
+    # at their first collective
+    if agree(setup_error is not None):
+        if setup_error is not None:
+            raise setup_error
+        raise RuntimeError(
+            "process 0 refused to start this run (its output says why); this process stops too"
         )
     cfg = config
     env = az.env
@@ -350,7 +401,9 @@ def _train(
                 )  # replicated: every process holds all of it
                 eval_metrics = evaluator(params, epoch, key, rd.games if primary else None)
                 row.update(eval_metrics)
-                if evaluator.improved:
+                # process 0's verdict: a process whose evaluation came out otherwise (another
+                # device's rounding) must neither skip nor add a save the others make
+                if agree(evaluator.improved):
                     best_ckpt.save(
                         epoch,
                         {"params": sharder.replicate(evaluator.best_params)},

@@ -21,6 +21,9 @@ def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, c
         def add_scalar(self, name, value, step):
             scalars.append((name, value, step))
 
+        def flush(self):
+            scalars.append("flushed")
+
         def close(self):
             finished.append("tb")
 
@@ -36,7 +39,7 @@ def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, c
     with MetricsLogger(rd, total_epochs=2, progress=False, config=cfg) as log:
         log.epoch({"epoch": 1, "env_steps": 64, "wall_seconds": 1.0, "loss": 0.5})
     assert rd.read_metrics() == [{"epoch": 1, "env_steps": 64, "wall_seconds": 1.0, "loss": 0.5}]
-    assert ("loss", 0.5, 64) in scalars
+    assert ("loss", 0.5, 64) in scalars and scalars[-1] == "flushed"  # on disk with the row
     assert logged and logged[0][0]["loss"] == 0.5 and logged[0][1] == 64
     assert sorted(finished) == ["tb", "wandb"]
     assert "Epoch 1: {'loss': '0.5000'}" in capsys.readouterr().out

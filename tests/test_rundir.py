@@ -29,3 +29,25 @@ def test_a_lock_is_released_when_the_block_raises(tmp_path):
         raise ZeroDivisionError
     with run.lock():
         pass
+
+
+def test_run_files_reach_the_disk_before_they_replace_the_old_ones(tmp_path, monkeypatch):
+    """A power loss must leave the old or the new config.json, summary.json or metrics.jsonl,
+    never an empty one: the new text is synced, then renamed over, then the folder synced."""
+    run = RunDir(tmp_path / "run").create()
+    events = []
+    fsync, replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append("sync") or fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda a, b: events.append("rename") or replace(a, b))
+    run.write_json("summary.json", {"epochs": 1})
+    assert events == ["sync", "rename", "sync"]
+    events.clear()
+    run.append_metrics({"epoch": 1, "env_steps": 8, "wall_seconds": 0.1})
+    run.append_metrics({"epoch": 2, "env_steps": 16, "wall_seconds": 0.2})
+    assert events == ["sync", "sync"]  # each row on disk when the epoch's checkpoint is saved
+    events.clear()
+    run.truncate_metrics(1)
+    assert events == ["sync", "rename", "sync"]
+    assert run.read_json("summary.json") == {"epochs": 1}
+    assert [r["epoch"] for r in run.read_metrics()] == [1]
+    assert sorted(p.name for p in run.path.iterdir() if p.name.endswith(".tmp")) == []

@@ -205,7 +205,14 @@ def test_a_save_killed_halfway_leaves_the_previous_checkpoint_loadable(tmp_path)
     proc.wait()
     proc.stdout.close()
     assert any("tmp" in p.name for p in directory.iterdir())  # the save was cut off
-    ck = Checkpointer(directory, keep=None)
+    reader = Checkpointer(directory, keep=None)  # e.g. `turbozero eval` while a run trains
+    assert any("tmp" in p.name for p in directory.iterdir())  # might be a save in progress
+    reader.close()
+    ck = Checkpointer(directory, keep=None, writer=True)  # the resumed training
+    deadline = time.monotonic() + 60  # (orbax removes it in the background)
+    while any("tmp" in p.name for p in directory.iterdir()):  # the cut-off save goes
+        assert time.monotonic() < deadline, "the cut-off save was not removed"
+        time.sleep(0.01)
     step = ck.latest_step()
     assert step is not None and step >= 1
     restored, meta = ck.restore({"x": np.zeros((8, 1024, 1024), np.float32)})

@@ -242,8 +242,8 @@ def _train(
         f"{costs['positions_per_epoch']:,} positions/epoch, {sharder.num_devices} device(s) "
         f"-> {rd.path}"
     )
-    ckpt = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints)
-    best_ckpt = Checkpointer(rd.path / "best", keep=1)
+    ckpt = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints, writer=True)
+    best_ckpt = Checkpointer(rd.path / "best", keep=1, writer=True)
     collect = _CompiledAhead(
         sharder.jit_step(az.collect, state_shape, compiler_options=compiler_options())
     )

@@ -20,14 +20,29 @@ FORMAT_VERSION = 3
 class Checkpointer:
     """Save and restore whole training states (any pytree of arrays) under one directory."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, keep: int | None = 3):
+    def __init__(
+        self, directory: str | os.PathLike[str], *, keep: int | None = 3, writer: bool = False
+    ):
+        """Open (and create) `directory`.
+
+        Args:
+            directory: the checkpoints' folder.
+            keep: how many of the newest checkpoints saving keeps; None keeps all.
+            writer: this is the training that writes here (holding the run's lock): the
+                temporary folders of saves a crash cut short are removed on opening. Readers
+                (loading an agent while the run trains) leave them, as one may be a save in
+                progress.
+        """
         if keep is not None and keep < 1:
             raise ValueError(f"keep must be >= 1 or None (keep all), got {keep}")
         self.directory = Path(directory).absolute()
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
-                max_to_keep=keep, create=True, enable_async_checkpointing=False
+                max_to_keep=keep,
+                create=True,
+                enable_async_checkpointing=False,
+                cleanup_tmp_directories=writer,
             ),
             item_names=("state", "meta"),
         )

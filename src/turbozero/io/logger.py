@@ -129,5 +129,8 @@ class MetricsLogger:
         if self._tb is not None:
             for k, v in numeric.items():
                 self._tb.add_scalar(k, v, step)
+            # on disk with the row (the writer otherwise holds events up to two minutes, which
+            # a crash loses although their epochs were checkpointed)
+            self._tb.flush()
         if self._wandb is not None:
             self._wandb.log(numeric, step=step)

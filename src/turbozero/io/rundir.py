@@ -142,9 +142,7 @@ class RunDir:
     def write_json(self, name: str, data: Any) -> None:
         """Write `name` atomically (write, then rename)."""
         target = self.path / name
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True))
-        os.replace(tmp, target)
+        _replace_durably(target, json.dumps(_jsonable(data), indent=2, sort_keys=True))
 
     def read_json(self, name: str) -> Any:
         return json.loads((self.path / name).read_text())
@@ -157,6 +155,7 @@ class RunDir:
         with self.metrics_path.open("a") as f:
             f.write(json.dumps(_jsonable(row)) + "\n")
             f.flush()
+            os.fsync(f.fileno())  # before the epoch's checkpoint, so no saved epoch lacks a row
 
     def read_metrics(self) -> list[dict[str, Any]]:
         if not self.metrics_path.exists():
@@ -174,9 +173,29 @@ class RunDir:
     def truncate_metrics(self, last_epoch: int) -> None:
         """Drop rows after `last_epoch` (used on resume so the log matches the checkpoint)."""
         rows = [r for r in self.read_metrics() if r.get("epoch", -1) <= last_epoch]
-        tmp = self.metrics_path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        os.replace(tmp, self.metrics_path)
+        _replace_durably(self.metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _replace_durably(target: Path, text: str) -> None:
+    """Replace `target` with `text` atomically, synced to disk: written to a temporary file,
+    synced, renamed over `target`, and the directory synced, so that a power loss leaves the old
+    or the new file whole, never an empty one."""
+    tmp = target.with_name(target.name + ".tmp")
+    with tmp.open("w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+    try:
+        fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:  # a directory cannot be opened for syncing (Windows)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def find_run_dir(path: str | os.PathLike[str]) -> RunDir:

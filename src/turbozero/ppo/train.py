@@ -265,7 +265,7 @@ def _train_ppo(
     seeds = cfg.num_seeds
     update = jax.jit(jax.vmap(ppo.update))
     evaluate = jax.jit(jax.vmap(ppo.evaluate))
-    ckpt_io = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints)
+    ckpt_io = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints, writer=True)
     log = MetricsLogger(rd, total_epochs=last_epoch, progress=progress, config=cfg)
     steps_per_epoch = cfg.num_updates_per_eval * cfg.batch_size
 

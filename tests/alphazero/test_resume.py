@@ -150,7 +150,10 @@ def test_a_best_network_lost_with_a_crash_is_saved_again_on_resume_and_loads_as_
 
     for step in (2, 3):  # the crash: epochs 2 and 3 never checkpointed
         shutil.rmtree(RunDir(run).checkpoints / str(step))
-    train(cfg, run, progress=False, resume=True, num_epochs=1)  # restores, trains nothing
+    summary = train(cfg, run, progress=False, resume=True, num_epochs=1)  # trains nothing
+    # the summary is where the checkpoint left the run, not the crashed attempt's file
+    assert summary["epochs"] == RunDir(run).read_json("summary.json")["epochs"] == 1
+    assert summary["final_metrics"]["epoch"] == 1 and summary["eval"] == _meta(run)["eval"]
     best = Checkpointer(run / "best")
     assert best.all_steps() == [1]
     assert best.restore_meta()["kind"] == "params"

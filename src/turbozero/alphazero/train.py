@@ -325,6 +325,19 @@ def _train(
                 f"(--set max_wall_seconds=...) or 0 for no limit"
             )
 
+    def make_summary(epoch: int, wall: float, row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "preset": preset,
+            "env": env.name,
+            "algorithm": ALGORITHM,
+            "epochs": epoch,
+            "env_steps": positions_played(cfg, epoch),
+            "wall_seconds": wall,
+            "final_metrics": {k: v for k, v in row.items() if not k.startswith("eval/")},
+            "eval": eval_metrics,
+            "costs": costs,
+        }
+
     start = time.perf_counter() - wall0
     last_epoch = num_epochs or cfg.num_epochs
     with StopFlag() as flag, log:
@@ -422,17 +435,7 @@ def _train(
                 log.info(f"max_wall_seconds={cfg.max_wall_seconds} reached at epoch {epoch}")
             if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or stop:
                 save(state, {"wall_seconds": wall, "epoch": epoch})
-            summary = {
-                "preset": preset,
-                "env": env.name,
-                "algorithm": ALGORITHM,
-                "epochs": epoch,
-                "env_steps": positions_played(cfg, epoch),
-                "wall_seconds": wall,
-                "final_metrics": {k: v for k, v in row.items() if not k.startswith("eval/")},
-                "eval": eval_metrics,
-                "costs": costs,
-            }
+            summary = make_summary(epoch, wall, row)
             if primary:
                 rd.write_json("summary.json", summary)
     ckpt.close()
@@ -441,6 +444,10 @@ def _train(
         plot_run(rd.read_metrics(), rd.plots)
     epochs = int(state.epoch)
     log.info(f"done: {epochs} epochs, {positions_played(cfg, epochs):,} positions -> {rd.path}")
-    if not summary and rd.summary_path.exists():  # nothing left to train: the run's own
-        summary = rd.read_json("summary.json")
+    if not summary:  # nothing left to train: where the checkpoint left the run (the file may
+        # be a crashed attempt's, written after epochs that the resume has redone or dropped)
+        rows = [r for r in rd.read_metrics() if r.get("epoch") == epochs]
+        summary = make_summary(epochs, wall0, rows[-1] if rows else {})
+        if primary and epochs:
+            rd.write_json("summary.json", summary)
     return summary

@@ -171,6 +171,24 @@ def test_a_run_another_training_holds_is_refused_before_anything_is_written(tmp_
     assert train(TINY, run, progress=False, resume=True)["epochs"] == 2  # lock released
 
 
+def test_resuming_with_another_network_given_from_python_is_refused(tmp_path):
+    """A network of the same shapes but another definition (here: an unbounded value head)
+    would restore without complaint: the run records what it was given and compares."""
+    from turbozero.nets import PolicyValueMLP
+
+    run = tmp_path / "parts"
+    cfg = TINY.with_overrides(["num_epochs=1"])
+    train(cfg, run, progress=False, parts={"module": PolicyValueMLP(num_actions=9, hidden=(16,))})
+    other = {"module": PolicyValueMLP(num_actions=9, hidden=(16,), bounded_value=False)}
+    with pytest.raises(ValueError, match=r"parts given differ .*'module'.*bounded_value = False"):
+        train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True, parts=other)
+    same = {"module": PolicyValueMLP(num_actions=9, hidden=(16,))}
+    resumed = train(
+        cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True, parts=same
+    )
+    assert resumed["epochs"] == 2
+
+
 def test_a_run_out_of_wall_time_resumes_only_with_a_larger_budget(tmp_path):
     cfg = TINY.with_overrides(["max_wall_seconds=0.001"])
     run = tmp_path / "timed"

@@ -7,6 +7,7 @@ import datetime
 import hashlib
 import json
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -105,16 +106,41 @@ def _same_on_every_process(settings: dict[str, Any]) -> None:
         )
 
 
+def describe_parts(parts: dict[str, Any]) -> dict[str, str]:
+    """What a run directory records of the parts given from Python (`train(parts=...)`, the
+    tutorial's `Trainer`), so that resuming with other ones is refused: the game's name and
+    sizes, the flax module's fields, the loss's function and bound arguments, the number of
+    augmentations. (An optax optimizer's settings live in closures, which show nothing: only
+    its state's structure is checked, when the checkpoint is read.)"""
+    out = {}
+    for name, part in sorted(parts.items()):
+        if part is None:
+            continue
+        if name == "env":
+            text = (
+                f"{part.name} ({part.num_players} players, {part.num_actions} actions, "
+                f"observation {tuple(part.observation_shape)})"
+            )
+        elif name == "augment_fns":
+            text = f"{len(list(part))} functions"
+        else:
+            text = re.sub(r" at 0x[0-9a-fA-F]+|# attributes", "", repr(part))
+        out[name] = " ".join(text.split())
+    return out
+
+
 def _open_run_dir(
     rd: RunDir,
     config: AlphaZeroConfig,
     resume: bool,
     preset: str | None,
+    parts: dict[str, str],
     cleanup: contextlib.ExitStack,
 ) -> str | None:
     """Process 0: create or reopen the run directory, holding its lock in `cleanup`; the
     preset name to record. Refuses an existing run without `resume`, and a resumed run of
-    another algorithm or with settings it may not change."""
+    another algorithm, with settings it may not change or with other `parts` (described by
+    `describe_parts`)."""
     if resume:
         rd.create(resume=True)
         cleanup.enter_context(rd.lock())
@@ -130,15 +156,25 @@ def _open_run_dir(
                 f"resumed run may change only {', '.join(RESUME_MAY_CHANGE)} (`turbozero train "
                 f"--out RUN --resume` starts from the run's own config.json)"
             )
+        if "parts" in saved and saved["parts"] != parts:
+            names = sorted(set(saved["parts"]) | set(parts))
+            other = {
+                n: (saved["parts"].get(n), parts.get(n))
+                for n in names
+                if saved["parts"].get(n) != parts.get(n)
+            }
+            raise ValueError(
+                f"the parts given differ from those the run was trained with (saved, given): "
+                f"{other}; a resumed run must be given the same game, network and loss"
+            )
         preset = saved.get("preset", preset)
         if diff:  # the run directory records the settings it now runs with
             rd.write_json("config.json", {**saved, "config": config.to_dict()})
         return preset
     rd.create()
     cleanup.enter_context(rd.lock())
-    rd.write_json(
-        "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
-    )
+    record = {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
+    rd.write_json("config.json", {**record, "parts": parts} if parts else record)
     return preset
 
 
@@ -164,7 +200,8 @@ def train(
         num_epochs: stop after this many epochs in total (default `config.num_epochs`); a later
             `resume` continues to `config.num_epochs`.
         parts: pieces that replace what the config builds (see `make_alphazero`), e.g. a user's
-            own `env` and flax `module`; a resumed run must be given the same parts.
+            own `env` and flax `module`; a resumed run must be given the same parts (the run
+            records them, see `describe_parts`, and refuses others).
 
     Raises:
         RunInUseError: another training holds `run_dir` (a `FileExistsError`).
@@ -207,7 +244,7 @@ def _train(
         rd.path.mkdir(parents=True, exist_ok=True)
     else:
         try:
-            preset = _open_run_dir(rd, config, resume, preset, cleanup)
+            preset = _open_run_dir(rd, config, resume, preset, describe_parts(parts or {}), cleanup)
         except Exception as err:  # told to every process below, then raised here
             setup_error = err
     # the checks above are process 0's: the others learn of a refusal rather than wait for it

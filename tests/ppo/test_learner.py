@@ -88,8 +88,25 @@ def test_vmap_over_seeds_gives_independent_per_seed_results(ppo, traced):
 def test_evaluate_reports_episode_statistics(ppo, traced):
     _, _, _, after, _ = traced
     stats = jax.jit(ppo.evaluate)(after.params, after.obs_stats, jax.random.PRNGKey(3))
-    assert set(stats) == {"return_mean", "return_std", "return_min", "return_max", "length_mean"}
+    assert set(stats) == {
+        "return_mean",
+        "return_std",
+        "return_min",
+        "return_max",
+        "length_mean",
+        "finished",
+    }
     assert 0 < float(stats["length_mean"]) <= TINY.eval_max_steps
+
+
+@pytest.mark.parametrize(("max_steps", "finished"), [(1, 0.0), (600, 1.0)])
+def test_evaluation_says_how_many_episodes_ended_within_its_step_limit(max_steps, finished):
+    """No CartPole episode ends in one step; every one ends within 600 (its own limit is 500):
+    an episode cut by `eval_max_steps` is reported as unfinished, its return partial."""
+    ppo = make_ppo(dataclasses.replace(TINY, eval_max_steps=max_steps))
+    state = ppo.init(jax.random.PRNGKey(0))
+    stats = jax.jit(ppo.evaluate)(state.params, state.obs_stats, jax.random.PRNGKey(3))
+    assert float(stats["finished"]) == finished
 
 
 @pytest.mark.parametrize("env", ["gymnax:CartPole-v1", "gymnax:Pendulum-v1"])
@@ -153,3 +170,18 @@ def test_each_optimisation_option_is_wired_into_the_update():
     ):
         other = params_after(**change)
         assert not np.allclose(other, step), change
+
+
+@pytest.mark.parametrize("bounds", [(-np.inf, np.inf), (-2.0, np.inf), (-np.inf, 2.0)])
+def test_warmup_actions_are_numbers_for_unbounded_action_spaces(bounds):
+    """Uniform draws between infinite bounds are NaN: observations, then the statistics, then
+    everything would be."""
+    from turbozero import envs
+
+    pendulum = envs.make("gymnax:Pendulum-v1")  # it clips torques to [-2, 2] itself
+    env = dataclasses.replace(pendulum, action_low=bounds[0], action_high=bounds[1])
+    cfg = dataclasses.replace(TINY, env=pendulum.name, normalize_observations=True)
+    state = make_ppo(cfg, env=env).init(jax.random.PRNGKey(0))
+    leaves = jax.tree.leaves(state.obs_stats)
+    assert all(np.isfinite(np.asarray(leaf)).all() for leaf in leaves)
+    assert float(np.asarray(state.obs_stats.count)) > 0

@@ -104,7 +104,8 @@ class PPO(NamedTuple):
             metric is `[U]`.
         evaluate: `evaluate(params, obs_stats, key, *, num_episodes=None) -> dict` of episode
             return/length statistics over `num_episodes` (default `config.eval_episodes`) fresh
-            evaluation environments; `num_episodes` is static.
+            evaluation environments, and `finished`, the fraction of episodes that ended within
+            `eval_max_steps` (the others' returns are partial); `num_episodes` is static.
         act: `act(params, obs_stats, observations [B, *O], key, *, greedy=False,
             action_mask=None) -> actions [B] or [B, D]` (environment-ready: Gaussian samples are
             clipped to the action bounds).
@@ -246,9 +247,20 @@ def make_ppo(
         if not continuous:
             assert mask is not None
             return jax.random.categorical(key, jnp.where(mask, 0.0, MASKED_LOGIT)).astype(jnp.int32)
-        if low is not None and high is not None:
-            return jax.random.uniform(key, (n, action_dim), minval=low, maxval=high)
-        return jax.random.normal(key, (n, action_dim))
+        gauss_key, key = jax.random.split(key)
+        gauss = jax.random.normal(gauss_key, (n, action_dim))
+        if low is None or high is None:
+            return gauss
+        # uniform between finite bounds; a half-open or open side (jumanji's and users' spaces
+        # may have them) gets a standard normal step away from the finite bound, if any
+        lo, hi = jnp.broadcast_to(low, (action_dim,)), jnp.broadcast_to(high, (action_dim,))
+        finite_lo, finite_hi = jnp.isfinite(lo), jnp.isfinite(hi)
+        both = finite_lo & finite_hi
+        uniform = jax.random.uniform(
+            key, (n, action_dim), minval=jnp.where(both, lo, 0.0), maxval=jnp.where(both, hi, 1.0)
+        )
+        one_sided = jnp.where(finite_lo, lo + jnp.abs(gauss), hi - jnp.abs(gauss))
+        return jnp.where(both, uniform, jnp.where(finite_lo | finite_hi, one_sided, gauss))
 
     def act(
         params: ActorCriticParams,
@@ -320,7 +332,8 @@ def make_ppo(
             noise = jax.random.gumbel(noise_key, (T, E, action_dim))
         step_keys = jax.random.split(step_key, (T, E))
         reset_keys = jax.random.split(reset_key, (T, E))
-        fresh_ahead = T * E * state_bytes <= FRESH_AHEAD_BYTES
+        # (per seed: the seeds' programs are vmapped, so all of theirs are held at once)
+        fresh_ahead = T * E * state_bytes * cfg.num_seeds <= FRESH_AHEAD_BYTES
         restart = jax.vmap(lambda k: env.init(k)[0])
         fresh = jax.vmap(restart)(reset_keys) if fresh_ahead else reset_keys
 
@@ -508,7 +521,7 @@ def make_ppo(
             done = done | md.terminated | md.truncated
             return states, ret, length, done, t + 1, k
 
-        _, ret, length, _, _, _ = jax.lax.while_loop(
+        _, ret, length, done, _, _ = jax.lax.while_loop(
             cond, body, (states, zeros, jnp.zeros((n,), jnp.int32), done0, jnp.int32(0), run_key)
         )
         length = length.astype(jnp.float32)
@@ -518,6 +531,8 @@ def make_ppo(
             "return_min": jnp.min(ret),
             "return_max": jnp.max(ret),
             "length_mean": jnp.mean(length),
+            # episodes that ended within `eval_max_steps`; the others' returns are partial
+            "finished": jnp.mean(done.astype(jnp.float32)),
         }
 
     return PPO(

@@ -200,7 +200,8 @@ def evaluate_run(
         max_steps: >= 1, override of `eval_max_steps`.
 
     Returns:
-        `return_mean`, `return_std`, `return_min`, `return_max`, `length_mean` (floats) and
+        `return_mean`, `return_std`, `return_min`, `return_max`, `length_mean`, `finished`
+        (the fraction of episodes that ended within `max_steps`; floats) and
         `episodes`, `env`, `which`, `seed`, `step`.
     """
     if num_episodes < 1:

@@ -51,3 +51,19 @@ def test_run_files_reach_the_disk_before_they_replace_the_old_ones(tmp_path, mon
     assert run.read_json("summary.json") == {"epochs": 1}
     assert [r["epoch"] for r in run.read_metrics()] == [1]
     assert sorted(p.name for p in run.path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_a_file_given_as_the_run_directory_is_refused_by_name(tmp_path):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine")
+    with pytest.raises(FileExistsError, match="is a file, not a run directory"):
+        RunDir(afile).create()
+    assert afile.read_text() == "mine"
+
+
+def test_metric_lines_that_are_not_rows_are_skipped(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    run.append_metrics({"epoch": 1, "env_steps": 8, "wall_seconds": 0.1})
+    with run.metrics_path.open("a") as f:
+        f.write('3\n["x"]\n{"epoch": 2, "env_st')  # foreign lines and a row cut by a crash
+    assert [r["epoch"] for r in run.read_metrics()] == [1]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from turbozero.config import PRESETS, ConfigError, get_preset
+from turbozero.config import PRESETS, SEED_MAX, ConfigError, get_preset
 from turbozero.io.errors import CheckpointError
 
 
@@ -110,6 +110,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"--opening-moves must be >= 0, got {args.opening_moves}")
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
+    if not 0 <= args.seed <= SEED_MAX:
+        raise ConfigError(f"--seed must be in [0, {SEED_MAX}], got {args.seed}")
     enable_compilation_cache()
     loaded = turbozero.load_agent(args.run_dir, args.simulations, which=args.which)
     env = loaded.env
@@ -120,9 +122,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         r = play_match(env, loaded.agent, None, key, num_games=args.games, max_steps=args.max_steps)
         out = {
             "run": str(args.run_dir),
+            "agent": loaded.agent.name,
             "env": env.name,
             "games": r.num_games,
             "mean_return": r.mean_return_a,
+            "mean_length": r.mean_length,
+            "truncated": r.num_truncated,  # cut at --max-steps: their returns are partial
         }
     else:
         if args.games % 2:
@@ -140,6 +145,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
         out = {
             "run": str(args.run_dir),
+            "agent": loaded.agent.name,
             "env": env.name,
             "vs": vs,
             "games": r.num_games,
@@ -148,16 +154,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "draws": r.draws,
             "losses": r.losses,
             "score": r.score,
-            "score_ci95": [r.score_low, r.score_high],
-            "as_first": list(r.as_first),
+            "score_ci95": [round(r.score_low, 4), round(r.score_high, 4)],
+            "as_first": list(r.as_first),  # [wins, draws, losses]
             "as_second": list(r.as_second),
-            "illegal_moves": r.illegal_moves,
+            "illegal_moves": r.illegal_moves_a,
+            "opponent_illegal_moves": r.illegal_moves_b,
+            "mean_length": r.mean_length,
+            "truncated": r.num_truncated,  # cut at --max-steps: counted as draws
         }
     if args.json:
         print(json.dumps(out))
     else:
+        width = max(map(len, out))
         for k, v in out.items():
-            print(f"{k:>12}: {v}")
+            if k in ("as_first", "as_second"):
+                v = "{} wins, {} draws, {} losses".format(*v)
+            print(f"{k:>{width}}: {v}")
     return 0
 
 
@@ -245,9 +257,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return 2
     rows = rd.read_metrics()
     if not rows:
-        print(
-            f"error: {args.run_dir!r} has no metrics yet (metrics.jsonl is empty)", file=sys.stderr
-        )
+        why = "is empty" if rd.metrics_path.exists() else "does not exist"
+        print(f"error: {args.run_dir!r} has no metrics yet (metrics.jsonl {why})", file=sys.stderr)
         return 2
     for p in plot_run(rows, rd.plots):
         print(p)

@@ -21,6 +21,9 @@ import numpy as np
 
 C = TypeVar("C", bound="Config")
 
+#: the largest seed: `jax.random.PRNGKey` keeps 32 bits, so larger seeds would repeat smaller ones
+SEED_MAX = 2**32 - 1
+
 
 class ConfigError(ValueError):
     """A configuration key or value that is not allowed."""
@@ -43,7 +46,8 @@ def check_range(
 ) -> None:
     """Raise `ConfigError` unless `value` is a finite number in the given range (NaN and the
     infinities are refused: no setting here means anything at either)."""
-    ok = math.isfinite(value)
+    # (an int too large for a float is finite all the same: math.isfinite would overflow)
+    ok = isinstance(value, numbers.Integral) or math.isfinite(value)
     if low is not None:
         ok &= value >= low if low_inclusive else value > low
     if high is not None:

@@ -94,6 +94,8 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("search.dirichlet_fraction=2", "search.dirichlet_fraction"),
         ("eval_opponents=perfekt", "eval_opponents"),
         ("colection_steps_per_epoch=3", "collection_steps_per_epoch"),
+        ("seed=-1", "seed"),
+        ("seed=99999999999999999999999", "seed"),
     ],
 )
 def test_config_errors_name_the_key_and_choices(override, key):

@@ -87,6 +87,13 @@ def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     assert main(["eval", str(run), "--vs", "random", "--games", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["opening_moves"] == 2 and out["wins"] + out["draws"] + out["losses"] == 2
+    assert out["truncated"] == 0 and out["agent"].startswith(run.name + "@")
+    # games cut at --max-steps are draws by the rules: the report says how many were cut
+    assert main(["eval", str(run), "--games", "2", "--max-steps", "1", "--json"]) == 0
+    cut = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert cut["truncated"] == 2 and cut["draws"] == 2 and cut["mean_length"] == 1
+    assert main(["eval", str(run), "--seed", "99999999999999999999999"]) == 2
+    assert "--seed must be in [0, 4294967295]" in capsys.readouterr().err
 
 
 def test_zero_simulations_are_refused_not_read_as_the_default(full_run, capsys):

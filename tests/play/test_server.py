@@ -292,7 +292,52 @@ def test_an_agent_that_fails_to_reply_leaves_the_human_to_move(served):
     assert state["to_move"] == "human" and state["history"] == []
 
 
-@pytest.mark.parametrize("length", ["-1", "many"])
+def _raw_post(url, path, body: bytes, headers: dict[str, str]):
+    import http.client
+
+    host, port = url.split("//", 1)[1].rstrip("/").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", path)
+    for name, value in {"Content-Length": str(len(body)), **headers}.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    if body:
+        conn.send(body)
+    response = conn.getresponse()
+    status, answer = response.status, json.load(response)
+    conn.close()
+    return status, answer
+
+
+@pytest.mark.parametrize(
+    "body", [b"\xff", b"[" * 4000, b'{"action": 1e400000}'], ids=["not utf-8", "deep", "huge"]
+)
+def test_a_body_that_is_not_json_is_refused_with_400(served, body):
+    url, _ = served
+    new_game(url)
+    status, answer = _raw_post(url, "/api/move", body, {})
+    assert status == 400 and answer["error"], answer
+
+
+def test_a_move_sent_by_a_page_of_another_site_is_refused(served):
+    url, _ = served
+    state = new_game(url)
+    host = url.split("//", 1)[1].rstrip("/")
+    body = json.dumps({"action": 4}).encode()
+    status, answer = _raw_post(url, "/api/move", body, {"Origin": "https://example.com"})
+    assert status == 403 and "own page" in answer["error"]
+    assert request(url, "/api/state")[1]["history"] == state["history"]
+    status, _ = _raw_post(url, "/api/move", body, {"Origin": f"http://{host}"})
+    assert status == 200  # the page itself
+
+
+def test_a_get_of_a_post_route_says_so_and_an_unknown_post_route_is_404(served):
+    url, _ = served
+    assert request(url, "/api/move") == (405, {"error": "/api/move takes POST"})
+    assert _raw_post(url, "/api/nope", b"[[[", {})[0] == 404
+
+
+@pytest.mark.parametrize("length", ["-1", "many", "\u00b2"])
 def test_a_malformed_content_length_is_refused_with_400(served, length):
     import http.client
 

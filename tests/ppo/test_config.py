@@ -25,6 +25,9 @@ def test_minibatches_must_divide_the_batch_and_the_error_says_so():
         ("lr_schedule", "cosine"),
         ("actor_lr", -1.0),
         ("activation", "sigmoid"),
+        ("seed", -1),
+        ("seed", 2**32),
+        ("seed", 10**400),
     ],
 )
 def test_out_of_range_values_name_their_key(key, value):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from turbozero.config import Config, check_choice, check_range, register_preset
+from turbozero.config import SEED_MAX, Config, check_choice, check_range, register_preset
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
 OPPONENTS_HELP = "random | perfect | mcts:N (rollout MCTS with N simulations) | best"
@@ -110,6 +110,7 @@ class AlphaZeroConfig(Config):
 
         if ":" not in self.env and self.env not in GAMES:
             check_choice("env", self.env, sorted(GAMES))
+        check_range("seed", self.seed, low=0, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)
         check_range("temperature_moves", self.temperature_moves, low=0)

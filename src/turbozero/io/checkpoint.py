@@ -121,8 +121,9 @@ class Checkpointer:
         if version != FORMAT_VERSION:
             raise CheckpointError(
                 f"checkpoint format {version} in {self.directory} is not the supported version "
-                f"{FORMAT_VERSION}: it was written by another turbozero version; start a new run "
-                f"(another --out) or resume it with the version that wrote it"
+                f"{FORMAT_VERSION}: it was written by another turbozero version; train a new run "
+                f"(another --out), or resume, evaluate or play this one with the version that "
+                f"wrote it"
             )
         abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, like)
         try:

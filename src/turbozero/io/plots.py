@@ -49,6 +49,8 @@ def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
             xs = [r["env_steps"] for r in rows if r.get(k) is not None]
             ys = [r[k] for r in rows if r.get(k) is not None]
             ax.plot(xs, ys, marker="." if len(xs) < 30 else None)
+            if k.endswith(("/win", "/draw", "/loss", "/score", "tree_fullness")):
+                ax.set_ylim(-0.03, 1.03)  # fractions: a flat 0.01 must not look like a swing
             ax.set_ylabel(k, fontsize=8)
             ax.grid(alpha=0.3)
         axes[-1, 0].set_xlabel("environment steps")

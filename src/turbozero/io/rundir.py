@@ -95,6 +95,11 @@ class RunDir:
 
     def create(self, *, resume: bool = False) -> RunDir:
         """Create the layout. An existing run without `resume` is an error, never overwritten."""
+        if self.path.exists() and not self.path.is_dir():
+            raise FileExistsError(
+                f"{str(self.path)!r} is a file, not a run directory: choose another directory "
+                f"(--out)"
+            )
         if self.path.exists() and any(self.path.iterdir()) and not resume:
             raise FileExistsError(
                 f"run directory {str(self.path)!r} already exists; pass resume=True (--resume) to "
@@ -165,9 +170,11 @@ class RunDir:
             line = line.strip()
             if line:
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError:  # a line cut by a crash
                     continue
+                if isinstance(row, dict):  # (anything else is not a row of ours)
+                    rows.append(row)
         return rows
 
     def truncate_metrics(self, last_epoch: int) -> None:

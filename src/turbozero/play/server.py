@@ -4,7 +4,9 @@ The server binds to 127.0.0.1 only and serves the page from the package (no CDN,
 Every move the browser sends is checked against the legal mask of the position the server holds.
 
 JSON API (every answer is the game's snapshot, see `Game.snapshot`; errors are
-``{"error": "..."}`` with status 400, 404 for an unknown path, or 500 when the agent fails):
+``{"error": "..."}`` with status 400, 404 for an unknown path, 405 for a GET of a POST route,
+403 for a POST from a page of another origin (browsers name it; a website the user visits must
+not play here), or 500 when the agent fails):
 
     GET  /api/state                      the game now
     POST /api/move  {"action": int}      the human's move, then the agent's reply
@@ -39,6 +41,7 @@ from turbozero.types import PyTree, StepMetadata
 HOST = "127.0.0.1"
 TOP_MOVES = 5
 MAX_BODY_BYTES = 4096
+POST_ROUTES = ("/api/move", "/api/undo", "/api/new")
 MAX_AGENT_MOVES = 10_000  # agent moves in a row before we call the game broken
 
 _STATIC_TYPES = {
@@ -409,7 +412,7 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
 
         def _body(self) -> dict[str, Any]:
             given = (self.headers.get("Content-Length") or "0").strip()
-            if not given.isdigit():
+            if not (given.isascii() and given.isdecimal()):
                 raise IllegalMoveError(f"Content-Length must be a byte count, got {given!r}")
             length = int(given)
             if length > MAX_BODY_BYTES:
@@ -417,24 +420,45 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b"{}"
             try:
                 data = json.loads(raw or b"{}")
-            except json.JSONDecodeError as err:
-                raise IllegalMoveError(f"request body is not JSON: {err}") from None
+            except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
+                reason = str(err).splitlines()[0][:200]
+                raise IllegalMoveError(f"request body is not JSON: {reason}") from None
             if not isinstance(data, dict):
                 raise IllegalMoveError("request body must be a JSON object")
             return data
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if path == "/api/state":
-                self._json(200, game.snapshot())
-            elif path in static:
-                self._send(200, *static[path])
-            else:
-                self._json(404, {"error": f"no such page: {path}"})
+            try:
+                if path == "/api/state":
+                    self._json(200, game.snapshot())
+                elif path in static:
+                    self._send(200, *static[path])
+                elif path in POST_ROUTES:
+                    self._json(405, {"error": f"{path} takes POST"})
+                else:
+                    self._json(404, {"error": f"no such page: {path}"})
+            except Exception as err:  # keep serving; say what went wrong
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(err)})
+
+        def _foreign_origin(self) -> bool:
+            """A request a page of another site sent (browsers name the page's origin): the
+            game is this machine's user's, not any website's they happen to visit."""
+            origin = self.headers.get("Origin")
+            if origin is None:  # not from a browser page (curl, scripts)
+                return False
+            host = self.headers.get("Host", "")
+            return origin.rstrip("/") not in (f"http://{host}", f"https://{host}")
 
         def do_POST(self) -> None:
             path = self.path.split("?", 1)[0]
             try:
+                if path not in POST_ROUTES:
+                    self._json(404, {"error": f"no such endpoint: {path}"})
+                    return
+                if self._foreign_origin():
+                    self._json(403, {"error": "moves come from this server's own page only"})
+                    return
                 body = self._body()
                 if path == "/api/move":
                     if "action" not in body:
@@ -447,8 +471,6 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
                     if first is not None and not isinstance(first, bool):
                         raise IllegalMoveError(f"human_first must be true or false, got {first!r}")
                     self._json(200, game.new(first))
-                else:
-                    self._json(404, {"error": f"no such endpoint: {path}"})
             except IllegalMoveError as err:
                 self._json(HTTPStatus.BAD_REQUEST, {"error": str(err)})
             except Exception as err:  # keep serving; say what went wrong
@@ -498,13 +520,15 @@ def serve(
     import turbozero
 
     loaded = turbozero.load_agent(path, num_simulations, which=which)
-    print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
     start = time.perf_counter()
-    game = Game(loaded, human_first=human_first)
+    game = Game(loaded, human_first=human_first)  # refuses games it cannot serve
+    print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
     game.warm_up()
     seconds = time.perf_counter() - start
     server = make_server(game, port=port)
     url = url_of(server)
+    if port and server.server_address[1] != port:
+        print(f"port {port} is in use: serving on {server.server_address[1]}", flush=True)
     print(f"{game.agent_name} ready in {seconds:.1f} s: {url}  (Ctrl-C stops)", flush=True)
     if open_browser:
         webbrowser.open(url)

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from turbozero.config import Config, ConfigError, check_choice, check_range, register_preset
+from turbozero.config import (
+    SEED_MAX,
+    Config,
+    ConfigError,
+    check_choice,
+    check_range,
+    register_preset,
+)
 
 LOSSES = ("clip", "kl_penalty")
 SCHEDULES = ("constant", "linear")
@@ -69,6 +76,7 @@ class PPOConfig(Config):
     def validate(self) -> None:
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"env must be a non-empty environment id, got {self.env!r}")
+        check_range("seed", self.seed, low=0, high=SEED_MAX)
         check_range("num_seeds", self.num_seeds, low=1)
         for name in (
             "num_envs",

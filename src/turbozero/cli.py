@@ -281,14 +281,39 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--list", action="store_true", help="list presets")
     t.set_defaults(fn=cmd_train)
     v = sub.add_parser("eval", help="play a trained agent against an opponent")
-    v.add_argument("run_dir")
+    v.add_argument("run_dir", help="a run directory, or a checkpoint step directory in it")
     v.add_argument(
-        "--vs", default=None, help="random (default) | perfect | mcts:N | RUN_DIR2 (two players)"
+        "--vs",
+        default=None,
+        help="random (default) | perfect | mcts:N | RUN_DIR2, for two-player games (a second "
+        "run's agent searches with --simulations too)",
     )
-    v.add_argument("--games", type=int, default=100)
-    v.add_argument("--simulations", type=int, default=None, help="search simulations per move")
-    v.add_argument("--which", default="best", choices=["best", "latest"])
-    v.add_argument("--max-steps", type=int, default=None, dest="max_steps")
+    v.add_argument(
+        "--games",
+        type=int,
+        default=100,
+        help="games played in parallel (default 100; even in two-player games, each agent "
+        "moves first in half)",
+    )
+    v.add_argument(
+        "--simulations",
+        type=int,
+        default=None,
+        help="search simulations per move (default: the run's evaluation setting)",
+    )
+    v.add_argument(
+        "--which",
+        default="best",
+        choices=["best", "latest"],
+        help="the best network so far (default) or the latest (a checkpoint path names its own)",
+    )
+    v.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        dest="max_steps",
+        help="cut games after this many moves (reported as truncated; two players: draws)",
+    )
     v.add_argument(
         "--opening-moves",
         type=int,
@@ -297,18 +322,32 @@ def main(argv: list[str] | None = None) -> int:
         help="the first N moves of each game, by either player, are random, for diversity "
         "(default 2; 0: none, e.g. to test against perfect play)",
     )
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--seed", type=int, default=0, help="seed of the games (default 0)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.set_defaults(fn=cmd_eval)
     pl = sub.add_parser("play", help="play against a trained agent in the browser")
-    pl.add_argument("run_dir")
-    pl.add_argument("--human-first", action="store_true", dest="human_first", help="you move first")
-    pl.add_argument("--simulations", type=int, default=None, help="search simulations per move")
-    pl.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (busy: a free one)")
+    pl.add_argument("run_dir", help="a two-player AlphaZero run (or a checkpoint step in it)")
+    pl.add_argument(
+        "--human-first",
+        action="store_true",
+        dest="human_first",
+        help="you move first (default: the agent does)",
+    )
+    pl.add_argument(
+        "--simulations",
+        type=int,
+        default=None,
+        help="search simulations per move (default: the run's evaluation setting)",
+    )
+    pl.add_argument(
+        "--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; busy: a free one)"
+    )
     pl.add_argument(
         "--no-browser", action="store_true", dest="no_browser", help="only print the URL"
     )
-    pl.add_argument("--which", default="best", choices=["best", "latest"])
+    pl.add_argument(
+        "--which", default="best", choices=["best", "latest"], help="as for eval (default best)"
+    )
     pl.set_defaults(fn=cmd_play)
     e = sub.add_parser("envs", help="list the games")
     e.add_argument("-v", "--verbose", action="store_true", help="show players/actions/shapes")
@@ -318,8 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
     c.add_argument("--reference", action="store_true", help="print docs/configuration.md")
     c.set_defaults(fn=cmd_config)
-    p = sub.add_parser("plot", help="write the plots of a run directory")
-    p.add_argument("run_dir")
+    p = sub.add_parser("plot", help="write the plots of a run directory (into RUN/plots)")
+    p.add_argument("run_dir", help="the run directory")
     p.set_defaults(fn=cmd_plot)
     args = parser.parse_args(argv)
     try:

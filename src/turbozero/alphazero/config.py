@@ -102,8 +102,8 @@ class AlphaZeroConfig(Config):
     checkpoint_every: int = 1
     keep_checkpoints: int | None = 3
     save_memory: bool = True  # False: smaller checkpoints; resume refills memory (not exact)
-    tensorboard: bool = False
-    wandb_project: str | None = None
+    tensorboard: bool = False  # also RUN/tensorboard events (the [tensorboard] extra)
+    wandb_project: str | None = None  # also log to W&B (the [wandb] extra); README: resume
 
     def validate(self) -> None:
         from turbozero.envs import GAMES

@@ -154,3 +154,12 @@ def test_ppo_settings_that_are_not_finite_numbers_in_range_are_refused(changes, 
 
     with pytest.raises(ConfigError, match=message):
         PPOConfig(env="gymnax:CartPole-v1", **changes)
+
+
+def test_the_config_reference_takes_no_preset(capsys):
+    from turbozero.cli import main
+
+    assert main(["config", "tic_tac_toe", "--reference"]) == 2
+    assert "--reference prints every key" in capsys.readouterr().err
+    assert main(["config", "--reference"]) == 0
+    assert capsys.readouterr().out.startswith("# Configuration")

@@ -106,7 +106,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"--simulations must be >= 1, got {args.simulations}")
     if args.games < 1:
         raise ConfigError(f"--games must be >= 1, got {args.games}")
-    if args.opening_moves < 0:
+    if args.opening_moves is not None and args.opening_moves < 0:
         raise ConfigError(f"--opening-moves must be >= 0, got {args.opening_moves}")
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
@@ -119,6 +119,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if env.num_players == 1:
         if args.vs is not None:
             raise ConfigError(f"--vs is for two-player games; {env.name!r} has one player")
+        if args.opening_moves:
+            raise ConfigError(
+                f"--opening-moves is for two-player games; {env.name!r} has one player"
+            )
         r = play_match(env, loaded.agent, None, key, num_games=args.games, max_steps=args.max_steps)
         out = {
             "run": str(args.run_dir),
@@ -134,6 +138,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ConfigError(f"--games must be even (sides are swapped), got {args.games}")
         vs = args.vs or "random"
         opp = _opponent(vs, env, args.simulations)
+        if args.opening_moves is None:
+            args.opening_moves = 2
         r = play_match(
             env,
             loaded.agent,
@@ -238,6 +244,8 @@ def config_reference() -> str:
 
 def cmd_config(args: argparse.Namespace) -> int:
     if args.reference:
+        if args.preset or args.set:
+            raise ConfigError("--reference prints every key of every config: give no preset")
         print(config_reference(), end="")
         return 0
     _load_presets()
@@ -317,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument(
         "--opening-moves",
         type=int,
-        default=2,
+        default=None,
         dest="opening_moves",
         help="the first N moves of each game, by either player, are random, for diversity "
         "(default 2; 0: none, e.g. to test against perfect play)",

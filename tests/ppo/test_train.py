@@ -227,6 +227,8 @@ def test_alphazero_only_options_are_refused_for_a_ppo_run(full_run, capsys):
     assert "num_simulations is for AlphaZero runs" in capsys.readouterr().err
     assert main(["eval", str(run), "--vs", "perfect", "--games", "2"]) == 2
     assert "--vs is for two-player games" in capsys.readouterr().err
+    assert main(["eval", str(run), "--opening-moves", "2", "--games", "2"]) == 2
+    assert "--opening-moves is for two-player games" in capsys.readouterr().err
 
 
 def test_evaluate_run_reports_the_mean_and_std_return(full_run):

@@ -67,8 +67,28 @@ def test_a_damaged_checkpoint_is_named_by_step_and_resume_goes_back_to_an_intact
         ckpt.restore({"w": jnp.zeros(4)})
     state, meta, skipped = ckpt.restore_newest(lambda meta: {"w": jnp.zeros(4)})
     assert state["w"].tolist() == [1.0, 2.0, 3.0, 4.0] and meta["n"] == 1
-    assert len(skipped) == 1 and "step 2" in skipped[0]
+    assert len(skipped) == 1 and "step 2" in skipped[0] and "c.unreadable" in skipped[0]
     assert ckpt.all_steps() == [1]  # the resumed run writes step 2 again
+    assert (tmp_path / "c.unreadable" / "2").is_dir()  # kept, not deleted
+    ckpt.save(2, {"w": jnp.arange(4.0) + 2}, {"n": 2})
+    assert ckpt.all_steps() == [1, 2]
+    ckpt.close()
+
+
+def test_a_failing_disk_is_not_taken_for_a_damaged_checkpoint(tmp_path, monkeypatch):
+    """An OSError of the machine (EIO, a network filesystem's hiccup) or a MemoryError is
+    raised as it is: resuming must not pass over, and set aside, an intact checkpoint."""
+    ckpt = Checkpointer(tmp_path / "c")
+    for step in (1, 2):
+        ckpt.save(step, {"w": jnp.zeros(2)}, {})
+
+    def failing(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(ckpt.manager, "restore", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        ckpt.restore_newest(lambda meta: {"w": jnp.zeros(2)})
+    assert ckpt.all_steps() == [1, 2] and not (tmp_path / "c.unreadable").exists()
     ckpt.close()
 
 

@@ -67,3 +67,17 @@ def test_metric_lines_that_are_not_rows_are_skipped(tmp_path):
     with run.metrics_path.open("a") as f:
         f.write('3\n["x"]\n{"epoch": 2, "env_st')  # foreign lines and a row cut by a crash
     assert [r["epoch"] for r in run.read_metrics()] == [1]
+
+
+def test_a_filesystem_without_locks_warns_and_trains_unguarded(tmp_path, monkeypatch):
+    import errno
+
+    from turbozero.io import rundir
+
+    def unsupported(fd, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(rundir.fcntl, "flock", unsupported)
+    run = RunDir(tmp_path / "run").create()
+    with pytest.warns(RuntimeWarning, match="cannot be locked"), run.lock():
+        pass

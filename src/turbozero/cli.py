@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from turbozero.config import PRESETS, SEED_MAX, ConfigError, get_preset
+from turbozero.config import PRESETS, SEED_MAX, SEED_MIN, ConfigError, get_preset
 from turbozero.io.errors import CheckpointError
 
 
@@ -110,8 +110,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"--opening-moves must be >= 0, got {args.opening_moves}")
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
-    if not 0 <= args.seed <= SEED_MAX:
-        raise ConfigError(f"--seed must be in [0, {SEED_MAX}], got {args.seed}")
+    if not SEED_MIN <= args.seed <= SEED_MAX:
+        raise ConfigError(f"--seed must be in [{SEED_MIN}, {SEED_MAX}], got {args.seed}")
     enable_compilation_cache()
     loaded = turbozero.load_agent(args.run_dir, args.simulations, which=args.which)
     env = loaded.env
@@ -131,7 +131,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "games": r.num_games,
             "mean_return": r.mean_return_a,
             "mean_length": r.mean_length,
-            "truncated": r.num_truncated,  # cut at --max-steps: their returns are partial
+            # ended by a time limit (the environment's, e.g. Pendulum's 200 steps, or --max-steps)
+            "truncated": r.num_truncated,
         }
     else:
         if args.games % 2:
@@ -163,10 +164,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "score_ci95": [round(r.score_low, 4), round(r.score_high, 4)],
             "as_first": list(r.as_first),  # [wins, draws, losses]
             "as_second": list(r.as_second),
-            "illegal_moves": r.illegal_moves_a,
-            "opponent_illegal_moves": r.illegal_moves_b,
+            "illegal_moves": r.illegal_moves,  # both sides'
+            "agent_illegal_moves": r.illegal_moves_a,
             "mean_length": r.mean_length,
-            "truncated": r.num_truncated,  # cut at --max-steps: counted as draws
+            # ended by a time limit (the environment's or --max-steps), not by the game: draws
+            "truncated": r.num_truncated,
         }
     if args.json:
         print(json.dumps(out))
@@ -320,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         dest="max_steps",
-        help="cut games after this many moves (reported as truncated; two players: draws)",
+        help="cut games after this many moves (counted with the environment's own time limit "
+        "as truncated; in two-player games a draw)",
     )
     v.add_argument(
         "--opening-moves",

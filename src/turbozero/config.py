@@ -21,8 +21,9 @@ import numpy as np
 
 C = TypeVar("C", bound="Config")
 
-#: the largest seed: `jax.random.PRNGKey` keeps 32 bits, so larger seeds would repeat smaller ones
-SEED_MAX = 2**32 - 1
+#: seeds are what `jax.random.PRNGKey` keeps whole: 32 bits (an int32 or a uint32); larger
+#: ones would repeat smaller ones silently
+SEED_MIN, SEED_MAX = -(2**31), 2**32 - 1
 
 
 class ConfigError(ValueError):

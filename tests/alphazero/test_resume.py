@@ -180,13 +180,18 @@ def test_resuming_with_another_network_given_from_python_is_refused(tmp_path):
     cfg = TINY.with_overrides(["num_epochs=1"])
     train(cfg, run, progress=False, parts={"module": PolicyValueMLP(num_actions=9, hidden=(16,))})
     other = {"module": PolicyValueMLP(num_actions=9, hidden=(16,), bounded_value=False)}
-    with pytest.raises(ValueError, match=r"parts given differ .*'module'.*bounded_value = False"):
+    with pytest.raises(ValueError, match=r"parts given differ .*'module'.*bounded_value=False"):
         train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True, parts=other)
     same = {"module": PolicyValueMLP(num_actions=9, hidden=(16,))}
     resumed = train(
         cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True, parts=same
     )
     assert resumed["epochs"] == 2
+    # and a run built from its config alone refuses a network given on resume
+    plain = tmp_path / "plain"
+    train(cfg, plain, progress=False)
+    with pytest.raises(ValueError, match="parts given differ"):
+        train(cfg.with_overrides(["num_epochs=2"]), plain, progress=False, resume=True, parts=same)
 
 
 def test_a_run_out_of_wall_time_resumes_only_with_a_larger_budget(tmp_path):
@@ -234,3 +239,29 @@ def test_fixed_opponent_scores_compare_with_the_bests_score_against_them():
     kw = dict(BEST, best_name=None, vs_best=0.9, ratings={}, best_score=0.75)
     assert not better_than_best(**kw, score=0.7)
     assert better_than_best(**kw, score=0.8)
+
+
+def test_parts_are_described_alike_in_every_session():
+    """No memory addresses, no hash-dependent set orders: the description a run records must
+    come out the same when the same program runs again."""
+    import dataclasses
+    import functools
+
+    from turbozero.alphazero.train import describe_parts
+
+    @dataclasses.dataclass(frozen=True)
+    class Net:
+        names: frozenset
+        act: object
+
+    def loss(params, batch, *, l2):
+        return l2
+
+    a = describe_parts(
+        {
+            "module": Net(frozenset({"gamma", "alpha", "beta"}), jax.nn.relu),
+            "loss_fn": functools.partial(loss, l2=0.5),
+        }
+    )
+    assert a["module"].startswith("Net(names={'alpha', 'beta', 'gamma'}, act=")
+    assert "0x" not in a["module"] and a["loss_fn"].endswith("loss, l2=0.5)")

@@ -94,7 +94,7 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("search.dirichlet_fraction=2", "search.dirichlet_fraction"),
         ("eval_opponents=perfekt", "eval_opponents"),
         ("colection_steps_per_epoch=3", "collection_steps_per_epoch"),
-        ("seed=-1", "seed"),
+        ("seed=-2147483649", "seed"),
         ("seed=99999999999999999999999", "seed"),
     ],
 )
@@ -291,9 +291,14 @@ def test_a_train_step_on_a_memory_with_nothing_finished_changes_nothing(compiled
         np.testing.assert_array_equal(np.asarray(before_leaf), np.asarray(after_leaf))
 
 
-def test_gating_without_best_among_the_opponents_is_refused():
+def test_gating_without_best_among_the_opponents_is_refused_for_a_new_run(tmp_path):
     """Gating compares the score against the best network, which is played only when "best"
-    is an evaluation opponent: without it the threshold would be silently ignored."""
+    is an evaluation opponent: without it the threshold would be silently ignored. (A run
+    written before this check must still load, so it is made when a run starts.)"""
+    from turbozero.alphazero import train
+
+    cfg = TINY.with_overrides(["gating_threshold=0.55"])
     with pytest.raises(ValueError, match=r"gating_threshold=0\.55 .* 'best' in eval_opponents"):
-        TINY.with_overrides(["gating_threshold=0.55"])
-    TINY.with_overrides(["gating_threshold=0.55", "eval_opponents=random,best"])
+        train(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    TINY.with_overrides(["gating_threshold=0.55", "eval_opponents=random,best"]).check_new_run()

@@ -93,7 +93,7 @@ def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     cut = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert cut["truncated"] == 2 and cut["draws"] == 2 and cut["mean_length"] == 1
     assert main(["eval", str(run), "--seed", "99999999999999999999999"]) == 2
-    assert "--seed must be in [0, 4294967295]" in capsys.readouterr().err
+    assert "--seed must be in [-2147483648, 4294967295]" in capsys.readouterr().err
 
 
 def test_zero_simulations_are_refused_not_read_as_the_default(full_run, capsys):

@@ -17,6 +17,7 @@ from turbozero.arena import (
     perfect_agent,
     play_match,
     random_agent,
+    replay_game,
 )
 from turbozero.arena.agents import legal_mask
 
@@ -230,7 +231,7 @@ def test_a_continuous_action_agent_plays_its_float_actions_as_given():
         torque: play_match(
             env, make_agent(ConstantTorque(torque), name="c"), None, key, num_games=2, max_steps=5
         )
-        for torque in (0.0, 0.4, 1.7)
+        for torque in (0.0, 0.4, 1.7, -0.4)
     }
     for torque, r in results.items():
         assert r.actions.shape == (5, 2, 1) and r.actions.dtype == np.float32
@@ -252,7 +253,16 @@ def test_a_continuous_action_agent_plays_its_float_actions_as_given():
     r = results[0.4]
     expected = [rollout(jnp.asarray(k), 0.4) for k in r.game_keys]
     np.testing.assert_allclose(r.returns[:, 0], expected, rtol=1e-5)
-    assert len({round(r.mean_return_a, 4) for r in results.values()}) == 3
+    assert len({round(r.mean_return_a, 4) for r in results.values()}) == 4
+    # a record replays whole: a negative torque is no end marker, a float is not truncated
+    states = replay_game(env, results[-0.4], 1)
+    assert len(states) == 6
+    by_hand = env.init(jax.random.fold_in(jnp.asarray(results[-0.4].game_keys[1]), 0))[0]
+    for t in range(5):
+        key = jax.random.fold_in(jnp.asarray(results[-0.4].game_keys[1]), t + 1)
+        by_hand, _ = env.step(by_hand, jnp.full((1,), -0.4, jnp.float32), key)
+    for x, y in zip(jax.tree.leaves(states[-1]), jax.tree.leaves(by_hand), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6)
 
 
 def test_a_continuous_action_match_refuses_random_openings():

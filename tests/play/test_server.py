@@ -297,7 +297,7 @@ def _raw_post(url, path, body: bytes, headers: dict[str, str]):
 
     host, port = url.split("//", 1)[1].rstrip("/").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    conn.putrequest("POST", path)
+    conn.putrequest("POST", path, skip_host="Host" in headers)
     for name, value in {"Content-Length": str(len(body)), **headers}.items():
         conn.putheader(name, value)
     conn.endheaders()
@@ -327,6 +327,9 @@ def test_a_move_sent_by_a_page_of_another_site_is_refused(served):
     status, answer = _raw_post(url, "/api/move", body, {"Origin": "https://example.com"})
     assert status == 403 and "own page" in answer["error"]
     assert request(url, "/api/state")[1]["history"] == state["history"]
+    port = host.rsplit(":", 1)[1]
+    rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+    assert _raw_post(url, "/api/move", body, rebound)[0] == 403  # a name pointed at 127.0.0.1
     status, _ = _raw_post(url, "/api/move", body, {"Origin": f"http://{host}"})
     assert status == 200  # the page itself
 

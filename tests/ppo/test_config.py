@@ -25,7 +25,7 @@ def test_minibatches_must_divide_the_batch_and_the_error_says_so():
         ("lr_schedule", "cosine"),
         ("actor_lr", -1.0),
         ("activation", "sigmoid"),
-        ("seed", -1),
+        ("seed", -(2**31) - 1),
         ("seed", 2**32),
         ("seed", 10**400),
     ],

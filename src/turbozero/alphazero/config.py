@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from turbozero.config import SEED_MAX, Config, check_choice, check_range, register_preset
+from turbozero.config import (
+    SEED_MAX,
+    SEED_MIN,
+    Config,
+    ConfigError,
+    check_choice,
+    check_range,
+    register_preset,
+)
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
 OPPONENTS_HELP = "random | perfect | mcts:N (rollout MCTS with N simulations) | best"
@@ -110,7 +118,7 @@ class AlphaZeroConfig(Config):
 
         if ":" not in self.env and self.env not in GAMES:
             check_choice("env", self.env, sorted(GAMES))
-        check_range("seed", self.seed, low=0, high=SEED_MAX)
+        check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)
         check_range("temperature_moves", self.temperature_moves, low=0)
@@ -155,8 +163,12 @@ class AlphaZeroConfig(Config):
                 raise ValueError(f"eval_opponents entry {opp!r} is not one of: {OPPONENTS_HELP}")
         if "perfect" in self.eval_opponents and self.env != "tic_tac_toe":
             raise ValueError("eval_opponents 'perfect' exists only for env 'tic_tac_toe'")
+
+    def check_new_run(self) -> None:
+        """Checks for a run about to start, not for one read back: runs written before a
+        check existed must still load (`load_agent`, `--resume`)."""
         if self.gating_threshold and "best" not in self.eval_opponents:
-            raise ValueError(
+            raise ConfigError(
                 f"gating_threshold={self.gating_threshold:g} gates on the score against the "
                 f"best network, which is played only with 'best' in eval_opponents (now "
                 f"{','.join(self.eval_opponents) or 'none'}); add it or set gating_threshold=0"

@@ -8,6 +8,7 @@ run evaluates exactly as an uninterrupted one.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,13 @@ ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
 class Evaluator:
     """Plays the current network against the configured opponents (compiled once per run)."""
 
-    def __init__(self, az: AlphaZeroSystem):
+    def __init__(self, az: AlphaZeroSystem, *, decide: Callable[[bool], bool] = bool):
+        """`decide(better) -> better` settles whether a network becomes the best; training on
+        several processes passes process 0's verdict to all (`train.agree`), so that every
+        process keeps the same best network and saves it together."""
         cfg = az.config
         self.az = az
+        self.decide = decide
         env = az.env
         self.sims = cfg.eval_simulations or cfg.search.num_simulations
         self._agent = self._make(None, "current")
@@ -157,6 +162,7 @@ class Evaluator:
             ratings=ratings,
             gating_threshold=self.az.config.gating_threshold,
         )
+        better = bool(self.decide(bool(better)))
         self.improved = better
         if better:
             self.best_params = jax.tree_util.tree_map(jnp.copy, params)

@@ -113,7 +113,8 @@ def load_agent(
         directory, step = p.parent, int(p.name)
     else:
         directory = rd.path / "best" if which == "best" else rd.checkpoints
-        if which == "best" and not any(directory.glob("[0-9]*")):
+        # (a save cut short leaves `N.orbax-checkpoint-tmp...`, which holds no network)
+        if which == "best" and not any(p.name.isdigit() for p in directory.glob("*")):
             directory, best_of_checkpoint = rd.checkpoints, True
     ck = Checkpointer(directory)
     try:

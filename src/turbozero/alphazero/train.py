@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
+import functools
 import hashlib
 import json
 import math
@@ -106,26 +108,54 @@ def _same_on_every_process(settings: dict[str, Any]) -> None:
         )
 
 
+def _canonical(x: Any) -> str:
+    """A description of `x` that is the same in every process and Python session: dataclass
+    fields (a flax module's) by name, sets sorted, functions by qualified name; no memory
+    addresses, no hash-dependent orders, no library's display format."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = (f for f in dataclasses.fields(x) if f.name not in ("parent", "name"))
+        inner = ", ".join(f"{f.name}={_canonical(getattr(x, f.name))}" for f in fields)
+        return f"{type(x).__name__}({inner})"
+    if isinstance(x, set | frozenset):
+        return "{" + ", ".join(sorted(map(_canonical, x))) + "}"
+    if isinstance(x, dict):
+        items = sorted((_canonical(k), _canonical(v)) for k, v in x.items())
+        return "{" + ", ".join(f"{k}: {v}" for k, v in items) + "}"
+    if isinstance(x, list | tuple):
+        return "[" + ", ".join(map(_canonical, x)) + "]"
+    if isinstance(x, functools.partial):
+        args = [_canonical(a) for a in x.args]
+        args += [f"{k}={_canonical(v)}" for k, v in sorted(x.keywords.items())]
+        return f"partial({_canonical(x.func)}, {', '.join(args)})"
+    if callable(x) and hasattr(x, "__qualname__"):
+        return f"{getattr(x, '__module__', '')}.{x.__qualname__}"
+    if isinstance(x, np.ndarray | jax.Array):
+        digest = hashlib.sha256(np.asarray(x).tobytes()).hexdigest()[:12]
+        return f"array{tuple(x.shape)}:{x.dtype}:{digest}"
+    if x is None or isinstance(x, bool | int | float | str):
+        return repr(x)
+    return type(x).__name__ + ":" + re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x))
+
+
 def describe_parts(parts: dict[str, Any]) -> dict[str, str]:
     """What a run directory records of the parts given from Python (`train(parts=...)`, the
     tutorial's `Trainer`), so that resuming with other ones is refused: the game's name and
-    sizes, the flax module's fields, the loss's function and bound arguments, the number of
-    augmentations. (An optax optimizer's settings live in closures, which show nothing: only
-    its state's structure is checked, when the checkpoint is read.)"""
+    sizes, the flax module's fields, the selector's settings, the loss's function and bound
+    arguments, the number of augmentations. An optax optimizer is not described (its settings
+    live in closures); its state's structure is checked when the checkpoint is read."""
     out = {}
     for name, part in sorted(parts.items()):
-        if part is None:
+        if part is None or name == "optimizer":
             continue
         if name == "env":
-            text = (
+            out[name] = (
                 f"{part.name} ({part.num_players} players, {part.num_actions} actions, "
                 f"observation {tuple(part.observation_shape)})"
             )
         elif name == "augment_fns":
-            text = f"{len(list(part))} functions"
+            out[name] = f"{len(list(part))} functions"
         else:
-            text = re.sub(r" at 0x[0-9a-fA-F]+|# attributes", "", repr(part))
-        out[name] = " ".join(text.split())
+            out[name] = _canonical(part)
     return out
 
 
@@ -173,8 +203,10 @@ def _open_run_dir(
         return preset
     rd.create()
     cleanup.enter_context(rd.lock())
-    record = {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict()}
-    rd.write_json("config.json", {**record, "parts": parts} if parts else record)
+    rd.write_json(
+        "config.json",
+        {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict(), "parts": parts},
+    )
     return preset
 
 
@@ -224,6 +256,8 @@ def _train(
 ) -> dict[str, Any]:
     if num_epochs is not None:
         num_epochs = check_count("num_epochs", num_epochs, low=1)
+    if not resume:
+        config.check_new_run()
     maybe_initialize_distributed()
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     if jax.process_count() > 1 and run_dir is None:
@@ -237,7 +271,9 @@ def _train(
     # setting leaves nothing behind that would block the corrected command.
     az = make_alphazero(config, **(parts or {}))
     sharder = Sharder(config)
-    evaluator = Evaluator(az)
+    # process 0 decides the best network for all: a process whose evaluation came out otherwise
+    # (another device's rounding) must neither keep another best nor skip a save the others make
+    evaluator = Evaluator(az, decide=agree)
     rd = RunDir(run_dir or default_run_dir(preset))
     setup_error: Exception | None = None
     if not primary:
@@ -451,9 +487,8 @@ def _train(
                 )  # replicated: every process holds all of it
                 eval_metrics = evaluator(params, epoch, key, rd.games if primary else None)
                 row.update(eval_metrics)
-                # process 0's verdict: a process whose evaluation came out otherwise (another
-                # device's rounding) must neither skip nor add a save the others make
-                if agree(evaluator.improved):
+                # (process 0's verdict on every process: `Evaluator(decide=agree)`)
+                if evaluator.improved:
                     best_ckpt.save(
                         epoch,
                         {"params": sharder.replicate(evaluator.best_params)},

@@ -31,10 +31,12 @@ def replay_game(env: Env, result: MatchResult, game: int) -> list[PyTree]:
     step = jax.jit(env.step)
     state, _ = init(jax.random.fold_in(game_key, 0))
     states = [state]
-    for t, action in enumerate(np.asarray(result.actions[:, game])):
-        if action < 0:
-            break
-        state, _ = step(state, jnp.int32(action), jax.random.fold_in(game_key, t + 1))
+    # the game's own length bounds it (continuous actions have no end marker; discrete ones
+    # are -1 once the game is over)
+    actions = np.asarray(result.actions[: int(result.lengths[game]), game])
+    for t, action in enumerate(actions):
+        move = jnp.asarray(action, jnp.float32) if env.continuous else jnp.int32(action)
+        state, _ = step(state, move, jax.random.fold_in(game_key, t + 1))
         states.append(state)
     return states
 

@@ -9,12 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 from turbozero.io.errors import CheckpointError, UnreadableCheckpointError
 
 # 2: packed search-tree layout; 3: int32 state words, edge rows PROBS, CHILD, PRIOR
 FORMAT_VERSION = 3
+
+
+def _on_every_process(ok: bool) -> bool:
+    """Whether `ok` holds on every process (a collective when there are several)."""
+    if jax.process_count() == 1:
+        return ok
+    return bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
 
 
 class Checkpointer:
@@ -94,8 +103,18 @@ class Checkpointer:
             if not isinstance(meta, dict):
                 raise TypeError(f"the side record is a {type(meta).__name__}, not an object")
         except Exception as e:  # whatever a damaged file raises: JSON, tensorstore, missing file
+            if self._passing(e):
+                raise
             raise self._unreadable(step, e) from e
         return dict(meta)
+
+    @staticmethod
+    def _passing(error: BaseException) -> bool:
+        """An error of the machine, not of the files (memory, a disk or network filesystem
+        failing): raised as it is, so that no intact checkpoint is taken for a damaged one."""
+        return isinstance(error, MemoryError) or (
+            isinstance(error, OSError) and not isinstance(error, FileNotFoundError)
+        )
 
     def _unreadable(self, step: int, error: BaseException) -> UnreadableCheckpointError:
         reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
@@ -142,6 +161,8 @@ class Checkpointer:
                     f"structure or shapes this run expects (written with another configuration, "
                     f"e.g. other network or search sizes); resume with the run's own config.json"
                 ) from e
+            if self._passing(e):
+                raise
             raise self._unreadable(step, e) from e
         return out["state"], dict(out["meta"])
 
@@ -152,8 +173,11 @@ class Checkpointer:
 
         What a resumed run uses: a crash or a full disk can leave the newest step unreadable
         while an older one is intact, and training exactly from the older one redoes the lost
-        epochs. Unreadable steps newer than the one restored are deleted (the run writes them
-        again).
+        epochs. Unreadable steps newer than the one restored are moved aside, to
+        `DIRECTORY.unreadable/STEP` (the run writes them again; a step that failed for a
+        passing reason, a network filesystem's hiccup, is kept there, not lost). With several
+        processes (a collective: all call it together) a step counts as read only when every
+        process read it, and process 0 moves the others aside.
 
         Args:
             like: `meta -> target`, the structure to restore into given the step's side record.
@@ -171,16 +195,40 @@ class Checkpointer:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
         skipped: list[str] = []
         for step in steps:
+            error: UnreadableCheckpointError | None = None
             try:
                 state, meta = self.restore(like(self.restore_meta(step)), step)
             except UnreadableCheckpointError as e:
-                skipped.append(str(e))
+                error = e
+            if not _on_every_process(error is None):
+                skipped.append(
+                    str(error) if error else f"step {step} could not be read by another process"
+                )
                 continue
-            self.delete_after(step)
-            return state, meta, skipped
+            aside = self._set_aside([s for s in steps if s > step])
+            return state, meta, [f"{m} (moved to {aside})" for m in skipped]
         raise CheckpointError(
             f"no checkpoint in {self.directory} can be read: " + "; ".join(skipped)
         )
+
+    def _set_aside(self, steps: list[int]) -> Path | None:
+        """Move `steps` to `DIRECTORY.unreadable/` (process 0; the others wait for it)."""
+        if not steps:
+            return None
+        aside = self.directory.with_name(self.directory.name + ".unreadable")
+        if jax.process_index() == 0:
+            aside.mkdir(exist_ok=True)
+            for step in steps:
+                target = aside / str(step)
+                n = 1
+                while target.exists():  # set aside before, by an earlier resume
+                    target = aside / f"{step}.{n}"
+                    n += 1
+                os.replace(self.directory / str(step), target)
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices("turbozero: unreadable checkpoints set aside")
+        self.manager.reload()
+        return aside
 
     def close(self) -> None:
         self.manager.close()

@@ -14,14 +14,19 @@ RUN/
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from turbozero.io.errors import RunInUseError
+
+#: `flock` errors of filesystems that have no locks (not of a lock held elsewhere)
+UNLOCKABLE = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
 
 try:
     import fcntl
@@ -126,23 +131,41 @@ class RunDir:
         path = self.path / ".lock"
         f = path.open("a+")
         try:
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if self._take(f):
                 f.seek(0)
-                holder = f.read().strip() or "another process"
-                raise RunInUseError(
-                    f"run directory {str(self.path)!r} is in use by {holder}: two trainings "
-                    f"writing one run would mix their metrics and checkpoints; wait for it to "
-                    f"end, or stop it (Ctrl-C saves a checkpoint) and then --resume"
-                ) from None
-            f.seek(0)
-            f.truncate()
-            f.write(f"process {os.getpid()}\n")
-            f.flush()
+                f.truncate()
+                f.write(f"process {os.getpid()}\n")
+                f.flush()
             yield
         finally:
             f.close()  # closing the file releases the lock
+
+    def _take(self, f: Any) -> bool:
+        """Lock the open lock file `f`: True when held, False on a filesystem without locks."""
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise RunInUseError(
+                f"run directory {str(self.path)!r} is in use by {holder}: two trainings "
+                f"writing one run would mix their metrics and checkpoints; wait for it to "
+                f"end, or stop it (Ctrl-C saves a checkpoint) and then --resume"
+            ) from None
+        except OSError as err:
+            if err.errno not in UNLOCKABLE:
+                raise
+            reason = os.strerror(err.errno)
+        # a filesystem without locks (Lustre without -o flock, NFS with nolock): training goes
+        # on unguarded, as it would have without this lock
+        warnings.warn(
+            f"run directory {str(self.path)!r} cannot be locked ({reason}): nothing stops a "
+            f"second training from writing it too",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return False
 
     def write_json(self, name: str, data: Any) -> None:
         """Write `name` atomically (write, then rename)."""

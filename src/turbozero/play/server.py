@@ -399,16 +399,18 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
             if not quiet:
                 super().log_message(format, *args)
 
-        def _send(self, status: int, body: bytes, content_type: str) -> None:
+        def _send(self, status: int, body: bytes, content_type: str, allow: str = "") -> None:
             self.send_response(status)
+            if allow:
+                self.send_header("Allow", allow)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(body)
 
-        def _json(self, status: int, data: Any) -> None:
-            self._send(status, json.dumps(data).encode(), "application/json")
+        def _json(self, status: int, data: Any, allow: str = "") -> None:
+            self._send(status, json.dumps(data).encode(), "application/json", allow)
 
         def _body(self) -> dict[str, Any]:
             given = (self.headers.get("Content-Length") or "0").strip()
@@ -435,7 +437,7 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
                 elif path in static:
                     self._send(200, *static[path])
                 elif path in POST_ROUTES:
-                    self._json(405, {"error": f"{path} takes POST"})
+                    self._json(405, {"error": f"{path} takes POST"}, allow="POST")
                 else:
                     self._json(404, {"error": f"no such page: {path}"})
             except Exception as err:  # keep serving; say what went wrong
@@ -443,11 +445,15 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
 
         def _foreign_origin(self) -> bool:
             """A request a page of another site sent (browsers name the page's origin): the
-            game is this machine's user's, not any website's they happen to visit."""
+            game is this machine's user's, not any website's they happen to visit. The host
+            asked for must be this machine by name too: a site whose name was pointed at
+            127.0.0.1 (DNS rebinding) is its own origin, but not `localhost`."""
+            host = self.headers.get("Host", "")
+            if host.rsplit(":", 1)[0] not in ("127.0.0.1", "localhost"):
+                return True
             origin = self.headers.get("Origin")
             if origin is None:  # not from a browser page (curl, scripts)
                 return False
-            host = self.headers.get("Host", "")
             return origin.rstrip("/") not in (f"http://{host}", f"https://{host}")
 
         def do_POST(self) -> None:
@@ -457,7 +463,10 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
                     self._json(404, {"error": f"no such endpoint: {path}"})
                     return
                 if self._foreign_origin():
-                    self._json(403, {"error": "moves come from this server's own page only"})
+                    self._json(
+                        403,
+                        {"error": "moves come from this server's own page (127.0.0.1) only"},
+                    )
                     return
                 body = self._body()
                 if path == "/api/move":

@@ -11,6 +11,7 @@ import dataclasses
 
 from turbozero.config import (
     SEED_MAX,
+    SEED_MIN,
     Config,
     ConfigError,
     check_choice,
@@ -76,7 +77,7 @@ class PPOConfig(Config):
     def validate(self) -> None:
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"env must be a non-empty environment id, got {self.env!r}")
-        check_range("seed", self.seed, low=0, high=SEED_MAX)
+        check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_seeds", self.num_seeds, low=1)
         for name in (
             "num_envs",

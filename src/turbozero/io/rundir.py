@@ -2,7 +2,7 @@
 
 RUN/
   config.json       the full typed config (with `algorithm` and `preset`)
-  checkpoints/      orbax checkpoints
+  checkpoints/      orbax checkpoints (checkpoints.unreadable/: damaged ones a resume passed)
   metrics.jsonl     one JSON object per line: epoch, env_steps, wall_seconds, metrics...
   summary.json      preset, env, algorithm, epochs, env_steps, wall_seconds, final_metrics,
                     eval (AlphaZero adds costs; PPO seeds and updates)

@@ -120,3 +120,32 @@ def test_a_step_that_does_not_exist_is_not_found_rather_than_damaged(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 5 .*\[1\]"):
         ckpt.restore({"w": jnp.zeros(2)}, step=5)
     ckpt.close()
+
+
+def test_a_step_set_aside_twice_keeps_both_copies(tmp_path):
+    ckpt = Checkpointer(tmp_path / "c")
+    for _ in range(2):
+        for step in (1, 2):
+            ckpt.save(step, {"w": jnp.zeros(2) + step}, {})
+        _damage(tmp_path / "c" / "2", "side record cut short")
+        _, meta, skipped = ckpt.restore_newest(lambda meta: {"w": jnp.zeros(2)})
+        assert meta["step"] == 1 and len(skipped) == 1
+    assert sorted(p.name for p in (tmp_path / "c.unreadable").iterdir()) == ["2", "2.1"]
+    ckpt.close()
+
+
+def test_a_machine_error_while_reading_the_arrays_is_raised_as_it_is(tmp_path, monkeypatch):
+    ckpt = Checkpointer(tmp_path / "c")
+    ckpt.save(1, {"w": jnp.zeros(2)}, {})
+    restore = ckpt.manager.restore
+
+    def out_of_memory(step, args=None):
+        if "state" in args:  # the side record reads, the arrays do not
+            raise MemoryError("no room")
+        return restore(step, args=args)
+
+    monkeypatch.setattr(ckpt.manager, "restore", out_of_memory)
+    with pytest.raises(MemoryError):
+        ckpt.restore_newest(lambda meta: {"w": jnp.zeros(2)})
+    assert ckpt.all_steps() == [1]
+    ckpt.close()

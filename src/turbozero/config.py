@@ -21,8 +21,9 @@ import numpy as np
 
 C = TypeVar("C", bound="Config")
 
-#: seeds are what `jax.random.PRNGKey` keeps whole: 32 bits (an int32 or a uint32); larger
-#: ones would repeat smaller ones silently
+#: seeds are what `jax.random.PRNGKey` keeps: 32 bits. Larger ones would repeat smaller ones
+#: silently; negatives (int32, accepted so that runs made with them still load) are the same
+#: keys as `seed + 2**32`
 SEED_MIN, SEED_MAX = -(2**31), 2**32 - 1
 
 

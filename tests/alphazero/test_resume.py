@@ -265,3 +265,19 @@ def test_parts_are_described_alike_in_every_session():
     )
     assert a["module"].startswith("Net(names={'alpha', 'beta', 'gamma'}, act=")
     assert "0x" not in a["module"] and a["loss_fn"].endswith("loss, l2=0.5)")
+
+
+@pytest.mark.parametrize("verdict", [False, True])
+def test_the_evaluator_keeps_the_verdict_it_is_given_on_the_best_network(verdict):
+    """Training on several processes passes process 0's verdict to every process
+    (`Evaluator(decide=agree)`): the best network each keeps follows it, not its own."""
+    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero.evaluate import Evaluator
+
+    az = make_alphazero(TINY)
+    asked = []
+    evaluator = Evaluator(az, decide=lambda better: asked.append(better) or verdict)
+    params = az.init(jax.random.PRNGKey(0)).params
+    evaluator(params, 1, jax.random.PRNGKey(1), None)
+    assert asked == [True]  # the first evaluation makes the best, unless overruled
+    assert evaluator.improved is verdict and (evaluator.best_params is not None) is verdict

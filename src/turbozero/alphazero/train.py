@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import functools
 import hashlib
+import inspect
 import json
 import math
 import re
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import flax.linen as nn
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
@@ -108,33 +110,49 @@ def _same_on_every_process(settings: dict[str, Any]) -> None:
         )
 
 
-def _canonical(x: Any) -> str:
+def _canonical(x: Any, seen: frozenset[int] = frozenset()) -> str:
     """A description of `x` that is the same in every process and Python session: dataclass
-    fields (a flax module's) by name, sets sorted, functions by qualified name; no memory
-    addresses, no hash-dependent orders, no library's display format."""
+    fields (a flax module's) by name, sets sorted, functions by name (not by the module path a
+    library may move them to), bound methods with their object; no memory addresses, no
+    hash-dependent orders, no library's display format. Long texts are hashed."""
+    if id(x) in seen:
+        return "<cycle>"
+    seen = seen | {id(x)}
+
+    def c(y: Any) -> str:
+        return _canonical(y, seen)
+
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        fields = (f for f in dataclasses.fields(x) if f.name not in ("parent", "name"))
-        inner = ", ".join(f"{f.name}={_canonical(getattr(x, f.name))}" for f in fields)
-        return f"{type(x).__name__}({inner})"
-    if isinstance(x, set | frozenset):
-        return "{" + ", ".join(sorted(map(_canonical, x))) + "}"
-    if isinstance(x, dict):
-        items = sorted((_canonical(k), _canonical(v)) for k, v in x.items())
-        return "{" + ", ".join(f"{k}: {v}" for k, v in items) + "}"
-    if isinstance(x, list | tuple):
-        return "[" + ", ".join(map(_canonical, x)) + "]"
-    if isinstance(x, functools.partial):
-        args = [_canonical(a) for a in x.args]
-        args += [f"{k}={_canonical(v)}" for k, v in sorted(x.keywords.items())]
-        return f"partial({_canonical(x.func)}, {', '.join(args)})"
-    if callable(x) and hasattr(x, "__qualname__"):
-        return f"{getattr(x, '__module__', '')}.{x.__qualname__}"
-    if isinstance(x, np.ndarray | jax.Array):
+        skip = ("parent", "name") if isinstance(x, nn.Module) else ()
+        fields = [f for f in dataclasses.fields(x) if f.name not in skip]
+        inner = ", ".join(f"{f.name}={c(getattr(x, f.name, '<unset>'))}" for f in fields)
+        text = f"{type(x).__name__}({inner})"
+    elif isinstance(x, set | frozenset):
+        text = "{" + ", ".join(sorted(map(c, x))) + "}"
+    elif isinstance(x, dict):
+        text = "{" + ", ".join(f"{k}: {v}" for k, v in sorted((c(k), c(v)) for k, v in x.items()))
+        text += "}"
+    elif isinstance(x, list):
+        text = "[" + ", ".join(map(c, x)) + "]"
+    elif isinstance(x, tuple):
+        text = "(" + ", ".join(map(c, x)) + ("," if len(x) == 1 else "") + ")"
+    elif isinstance(x, functools.partial):
+        args = [c(a) for a in x.args] + [f"{k}={c(v)}" for k, v in sorted(x.keywords.items())]
+        text = f"partial({', '.join([c(x.func), *args])})"
+    elif inspect.ismethod(x):
+        text = f"{c(x.__self__)}.{x.__func__.__name__}"
+    elif callable(x) and hasattr(x, "__qualname__"):
+        text = x.__qualname__
+    elif isinstance(x, np.ndarray | jax.Array):
         digest = hashlib.sha256(np.asarray(x).tobytes()).hexdigest()[:12]
-        return f"array{tuple(x.shape)}:{x.dtype}:{digest}"
-    if x is None or isinstance(x, bool | int | float | str):
-        return repr(x)
-    return type(x).__name__ + ":" + re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x))
+        text = f"array{tuple(x.shape)}:{x.dtype}:{digest}"
+    elif x is None or isinstance(x, bool | int | float | str):
+        text = repr(x)
+    else:
+        text = type(x).__name__ + ":" + re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x))
+    if len(text) > 2000:
+        return f"{text[:200]}...sha256:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return text
 
 
 def describe_parts(parts: dict[str, Any]) -> dict[str, str]:

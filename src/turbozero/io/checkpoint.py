@@ -4,26 +4,18 @@ of the last K, and a JSON side record (format version, config, counters) per che
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 import orbax.checkpoint as ocp
-from jax.experimental import multihost_utils
 
 from turbozero.io.errors import CheckpointError, UnreadableCheckpointError
 
 # 2: packed search-tree layout; 3: int32 state words, edge rows PROBS, CHILD, PRIOR
 FORMAT_VERSION = 3
-
-
-def _on_every_process(ok: bool) -> bool:
-    """Whether `ok` holds on every process (a collective when there are several)."""
-    if jax.process_count() == 1:
-        return ok
-    return bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
 
 
 class Checkpointer:
@@ -174,10 +166,13 @@ class Checkpointer:
         What a resumed run uses: a crash or a full disk can leave the newest step unreadable
         while an older one is intact, and training exactly from the older one redoes the lost
         epochs. Unreadable steps newer than the one restored are moved aside, to
-        `DIRECTORY.unreadable/STEP` (the run writes them again; a step that failed for a
-        passing reason, a network filesystem's hiccup, is kept there, not lost). With several
-        processes (a collective: all call it together) a step counts as read only when every
-        process read it, and process 0 moves the others aside.
+        `DIRECTORY.unreadable/STEP` (the run writes them again; nothing is deleted). An error of
+        the machine rather than of the files (`OSError`, `MemoryError`) is raised as it is.
+
+        With several processes it restores the newest step only: orbax's restore is a
+        collective with barriers inside, so processes that went back separately (one failing
+        to read a step the others read) would wait for each other forever. A damaged newest
+        checkpoint is then reported, to be moved aside by hand.
 
         Args:
             like: `meta -> target`, the structure to restore into given the step's side record.
@@ -193,17 +188,15 @@ class Checkpointer:
         steps = sorted(self.all_steps(), reverse=True)
         if not steps:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        if jax.process_count() > 1:
+            state, meta = self.restore(like(self.restore_meta(steps[0])), steps[0])
+            return state, meta, []
         skipped: list[str] = []
         for step in steps:
-            error: UnreadableCheckpointError | None = None
             try:
                 state, meta = self.restore(like(self.restore_meta(step)), step)
             except UnreadableCheckpointError as e:
-                error = e
-            if not _on_every_process(error is None):
-                skipped.append(
-                    str(error) if error else f"step {step} could not be read by another process"
-                )
+                skipped.append(str(e))
                 continue
             aside = self._set_aside([s for s in steps if s > step])
             return state, meta, [f"{m} (moved to {aside})" for m in skipped]
@@ -212,21 +205,20 @@ class Checkpointer:
         )
 
     def _set_aside(self, steps: list[int]) -> Path | None:
-        """Move `steps` to `DIRECTORY.unreadable/` (process 0; the others wait for it)."""
+        """Move `steps` to `DIRECTORY.unreadable/`, beside the folder they are in (a
+        `checkpoints` that links to another disk keeps them on that disk)."""
         if not steps:
             return None
-        aside = self.directory.with_name(self.directory.name + ".unreadable")
-        if jax.process_index() == 0:
-            aside.mkdir(exist_ok=True)
-            for step in steps:
-                target = aside / str(step)
-                n = 1
-                while target.exists():  # set aside before, by an earlier resume
-                    target = aside / f"{step}.{n}"
-                    n += 1
-                os.replace(self.directory / str(step), target)
-        if jax.process_count() > 1:
-            multihost_utils.sync_global_devices("turbozero: unreadable checkpoints set aside")
+        real = self.directory.resolve()
+        aside = real.with_name(real.name + ".unreadable")
+        aside.mkdir(exist_ok=True)
+        for step in steps:
+            target = aside / str(step)
+            n = 1
+            while target.exists():  # set aside before, by an earlier resume
+                target = aside / f"{step}.{n}"
+                n += 1
+            shutil.move(real / str(step), target)  # a rename, or a copy across devices
         self.manager.reload()
         return aside
 

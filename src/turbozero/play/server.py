@@ -449,7 +449,9 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
             asked for must be this machine by name too: a site whose name was pointed at
             127.0.0.1 (DNS rebinding) is its own origin, but not `localhost`."""
             host = self.headers.get("Host", "")
-            if host.rsplit(":", 1)[0] not in ("127.0.0.1", "localhost"):
+            address = self.server.server_address
+            bound = str(address[0]) if isinstance(address, tuple) else ""
+            if host.rsplit(":", 1)[0] not in ("127.0.0.1", "localhost", "[::1]", bound):
                 return True
             origin = self.headers.get("Origin")
             if origin is None:  # not from a browser page (curl, scripts)

@@ -259,12 +259,9 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from turbozero.io.plots import plot_run
-    from turbozero.io.rundir import RunDir
+    from turbozero.io.rundir import find_run_dir
 
-    rd = RunDir(args.run_dir)
-    if not rd.is_run():
-        print(f"error: {args.run_dir!r} is not a run directory (no config.json)", file=sys.stderr)
-        return 2
+    rd = find_run_dir(args.run_dir)  # a checkpoint path names its run, as for eval and play
     rows = rd.read_metrics()
     if not rows:
         why = "is empty" if rd.metrics_path.exists() else "does not exist"
@@ -369,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--reference", action="store_true", help="print docs/configuration.md")
     c.set_defaults(fn=cmd_config)
     p = sub.add_parser("plot", help="write the plots of a run directory (into RUN/plots)")
-    p.add_argument("run_dir", help="the run directory")
+    p.add_argument("run_dir", help="the run directory (or a checkpoint step in it)")
     p.set_defaults(fn=cmd_plot)
     args = parser.parse_args(argv)
     try:

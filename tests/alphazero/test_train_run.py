@@ -151,7 +151,18 @@ def test_plot_of_a_run_without_metrics_says_so(tmp_path, capsys):
     rd.create()
     rd.write_json("config.json", {"algorithm": "alphazero", "config": CFG.to_dict()})
     assert main(["plot", str(rd.path)]) == 2
-    assert "has no metrics yet" in capsys.readouterr().err
+    assert "has no metrics yet (metrics.jsonl does not exist)" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
+
+
+def test_plot_takes_a_checkpoint_path_as_eval_and_play_do(full_run, capsys):
+    from turbozero.cli import main
+
+    run, _ = full_run
+    step = sorted(p for p in RunDir(run).checkpoints.iterdir() if p.name.isdigit())[-1]
+    assert main(["plot", str(step)]) == 0
+    assert str(RunDir(run).plots / "losses.png") in capsys.readouterr().out
 
 
 def test_cli_resume_starts_from_the_runs_own_config(full_run, tmp_path, capsys):

@@ -112,6 +112,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
     if not SEED_MIN <= args.seed <= SEED_MAX:
         raise ConfigError(f"--seed must be in [{SEED_MIN}, {SEED_MAX}], got {args.seed}")
+    if args.simulations is not None:
+        from turbozero.loading import run_algorithm
+
+        rd, algorithm = run_algorithm(args.run_dir)
+        if algorithm == "ppo":
+            raise ConfigError(
+                f"--simulations is for AlphaZero runs; {str(rd.path)!r} is a PPO run (it does "
+                f"not search)"
+            )
     enable_compilation_cache()
     loaded = turbozero.load_agent(args.run_dir, args.simulations, which=args.which)
     env = loaded.env

@@ -358,6 +358,12 @@ def _train(
         }
         ckpt.save(int(state.epoch), tree, meta)
 
+    def save_best(epoch: int, eval_at: dict[str, Any]) -> None:
+        """`best/` holds the evaluator's best network, made best at `epoch`."""
+        params = {"params": sharder.replicate(evaluator.best_params)}
+        meta = {"kind": "params", "config": cfg.to_dict(), "epoch": epoch, "eval": eval_at}
+        best_ckpt.save(epoch, params, meta)
+
     if resume and ckpt.latest_step() is not None:
         restored, meta, skipped = ckpt.restore_newest(
             lambda meta: {"train": strip(state), **evaluator.like_tree(meta, state.params)}
@@ -393,19 +399,9 @@ def _train(
             best_epoch = int(evaluator.best_name.removeprefix("epoch_"))
             if best_ckpt.latest_step() != best_epoch:
                 rows = [r for r in rd.read_metrics() if r.get("epoch") == best_epoch]
-                best_ckpt.save(
-                    best_epoch,
-                    {"params": sharder.replicate(evaluator.best_params)},
-                    {
-                        "kind": "params",
-                        "config": cfg.to_dict(),
-                        "epoch": best_epoch,
-                        "eval": {
-                            k: v
-                            for k, v in (rows or [{}])[-1].items()
-                            if k.startswith("eval/") or k == "elo"
-                        },
-                    },
+                made = rows[-1] if rows else {}  # its epoch's row: the evaluation it had
+                save_best(
+                    best_epoch, {k: v for k, v in made.items() if k.startswith(("eval/", "elo"))}
                 )
         if cfg.max_wall_seconds and wall0 >= cfg.max_wall_seconds:
             ckpt.close()
@@ -507,16 +503,7 @@ def _train(
                 row.update(eval_metrics)
                 # (process 0's verdict on every process: `Evaluator(decide=agree)`)
                 if evaluator.improved:
-                    best_ckpt.save(
-                        epoch,
-                        {"params": sharder.replicate(evaluator.best_params)},
-                        {
-                            "kind": "params",
-                            "config": cfg.to_dict(),
-                            "epoch": epoch,
-                            "eval": eval_metrics,
-                        },
-                    )
+                    save_best(epoch, eval_metrics)
             wall = time.perf_counter() - start
             row.update(epoch=epoch, env_steps=positions_played(cfg, epoch), wall_seconds=wall)
             log.epoch(row)

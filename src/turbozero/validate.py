@@ -21,9 +21,12 @@ def check_number(name: str, value: Any, *, low: float, strict: bool = False) -> 
     return float(value)
 
 
-def check_count(name: str, value: Any, *, low: int) -> int:
-    """`value` as an int when it is an integer (NumPy's too, not a bool) `>= low`, else a
-    `ValueError` naming the argument."""
+def check_count(name: str, value: Any, *, low: int, high: int | None = None) -> int:
+    """`value` as an int when it is an integer (NumPy's too, not a bool) `>= low` (and
+    `<= high` when given), else a `ValueError` naming the argument."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        above = "" if high is None else f" and <= {high}"
+        raise ValueError(f"{name} must be an int >= {low}{above}, got {value!r}")
+    if high is not None and int(value) > high:
+        raise ValueError(f"{name} must be an int >= {low} and <= {high}, got {value!r}")
     return int(value)

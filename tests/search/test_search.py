@@ -417,6 +417,54 @@ def test_actions_and_temperatures_of_the_wrong_shape_are_refused(tic_tac_toe):
     )
 
 
+def test_done_flags_of_the_wrong_shape_are_refused(tic_tac_toe):
+    s = make_search(
+        tic_tac_toe, uniform_eval_fn(9), selector=puct(), num_simulations=2, max_nodes=4
+    )
+    for done in (jnp.zeros((4, 1), bool), jnp.zeros((3,), bool)):
+        with pytest.raises(ValueError, match=r"done must have shape \(4,\)"):
+            s.reset(s.init(4), done)
+    assert s.reset(s.init(4), jnp.ones((4,), bool)).batch_size == 4
+
+
+def test_tree_bytes_is_what_the_trees_take(tic_tac_toe):
+    from turbozero.search import init_tree, tree_bytes
+
+    def nbytes(tree):
+        return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree))
+
+    for env in (tic_tac_toe, envs.make("connect_four")):
+        assert tree_bytes(env, 3, 5) == nbytes(init_tree(env, batch_size=3, max_nodes=5))
+
+    # a state holding a typed PRNG key (NumPy cannot read its dtype)
+    def init(key):
+        return {"k": key, "t": jnp.int32(0)}, StepMetadata(
+            rewards=jnp.zeros(1),
+            action_mask=jnp.ones(3, bool),
+            terminated=jnp.bool_(False),
+            cur_player_id=jnp.int32(0),
+            step=jnp.int32(0),
+        )
+
+    def step(state, action):
+        t = state["t"] + 1
+        return {**state, "t": t}, StepMetadata(
+            rewards=jnp.ones(1),
+            action_mask=jnp.ones(3, bool),
+            terminated=t >= 3,
+            cur_player_id=jnp.int32(0),
+            step=t,
+        )
+
+    keyed = envs.from_functions(
+        init_fn=lambda key: init(jax.random.key(0)),
+        step_fn=step,
+        observe_fn=lambda s: jnp.zeros(1),
+        name="keyed",
+    )
+    assert tree_bytes(keyed, 2, 4) == nbytes(init_tree(keyed, batch_size=2, max_nodes=4))
+
+
 def test_evaluation_selector_has_no_root_noise():
     assert puct().without_noise().options["dirichlet_fraction"] == 0.0
     assert muzero_puct().without_noise().options["dirichlet_fraction"] == 0.0
@@ -428,6 +476,7 @@ def test_evaluation_selector_has_no_root_noise():
     [
         (dict(num_simulations=0), "num_simulations"),
         (dict(max_nodes=1), "max_nodes"),
+        (dict(max_nodes=2**24 + 1), r"max_nodes must be an int >= 2 and <= 16777216"),
         (dict(discount=0.0), "discount"),
         (dict(levels_per_iteration=0), "levels_per_iteration"),
     ],

@@ -64,6 +64,7 @@ from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 from turbozero.validate import check_count
 
 COMPACT_MIN_LANES = 8  # fewer lanes than this: no compaction (walks, root evaluations)
+MAX_NODES = 2**24  # node indices are exact in the tree's float32 rows up to here
 
 StateEvalFn = Callable[[Params, PyTree, PRNGKey], tuple[Array, Array]]
 
@@ -298,7 +299,8 @@ def make_search(
     if (eval_fn is None) == (state_eval_fn is None):
         raise ValueError("pass exactly one of eval_fn or state_eval_fn")
     num_simulations = check_count("num_simulations", num_simulations, low=1)
-    max_nodes = check_count("max_nodes", max_nodes, low=2)
+    # child indices and visit counts are stored as float32, exact below 2**24
+    max_nodes = check_count("max_nodes", max_nodes, low=2, high=MAX_NODES)
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1], got {discount}")
     if levels_per_iteration is None:
@@ -689,11 +691,18 @@ def make_search(
             return advance_trees(tree, action)
         return reset_trees(tree, jnp.ones_like(tree.next_free, jnp.bool_))
 
+    def reset(tree: Tree, done: Array) -> Tree:
+        if jnp.shape(done) != (tree.batch_size,):
+            raise ValueError(
+                f"done must have shape ({tree.batch_size},), one per game, got {jnp.shape(done)}"
+            )
+        return reset_trees(tree, done)
+
     return Search(
         init=init,
         search=checked_search,
         advance=advance,
-        reset=reset_trees,
+        reset=reset,
         env=env,
         selector=selector,
         num_simulations=num_simulations,

@@ -279,7 +279,9 @@ def tree_bytes(env: Env, batch_size: int, max_nodes: int) -> int:
     shapes = jax.eval_shape(lambda: init_tree(env, batch_size=batch_size, max_nodes=max_nodes))
     return int(
         sum(
-            np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(shapes)
+            # (`x.dtype.itemsize`, not NumPy's: typed PRNG keys in a state have a JAX dtype)
+            np.prod(x.shape) * x.dtype.itemsize
+            for x in jax.tree_util.tree_leaves(shapes)
         )
     )
 

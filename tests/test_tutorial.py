@@ -45,6 +45,22 @@ def test_misspelt_num_opponenets_is_accepted_with_a_deprecation_warning():
         assert ApproxEloTester(num_opponents=2).num_opponents == 2
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(num_opponents=0),
+        dict(num_opponents=-1),
+        dict(episodes_per_opponent=0),
+        dict(episodes_per_opponent=-7),
+        dict(episodes_per_opponent=2.5),
+    ],
+)
+def test_elo_tester_refuses_counts_below_one_naming_the_argument(kwargs):
+    (name,) = kwargs
+    with pytest.raises(ValueError, match=rf"ApproxEloTester\({name}\) must be an int >= 1"):
+        ApproxEloTester(**kwargs)
+
+
 def test_selectors_map_to_our_rules():
     from turbozero.nets import PolicyValueMLP
     from turbozero.tutorial import MCTS, AlphaZero, make_nn_eval_fn
@@ -181,19 +197,29 @@ def test_trainer_records_its_selector_and_checks_data_transform_fns():
 
 
 def test_a_trainer_run_loads_from_python_with_its_game_and_network(tmp_path, capsys):
+    import json
+
     import jax
 
     import turbozero
+    from turbozero.alphazero import square_symmetries
     from turbozero.cli import main
 
-    t = _ttt_trainer(ckpt_dir=str(tmp_path / "run"))
-    t.train_loop(seed=0, num_epochs=1)
+    # the tutorial's own optimizer (not the config's) and augmentations: neither is recorded
+    # in the run directory, and neither may stop the latest network from loading
+    t = _ttt_trainer(
+        ckpt_dir=str(tmp_path / "run"), seed=7, data_transform_fns=square_symmetries(3)
+    )
+    t.train_loop(num_epochs=1)  # no key, no seed: the Trainer's seed
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["config"]["seed"] == 7
     with pytest.raises(ValueError, match=r"load_agent\(path, env=\.\.\., module=\.\.\.\)"):
         turbozero.load_agent(tmp_path / "run")
     assert main(["eval", str(tmp_path / "run"), "--games", "2"]) == 2
     assert "trainer.env" in capsys.readouterr().err
-    loaded = turbozero.load_agent(tmp_path / "run", env=t.env, module=t.nn)
     states, _ = jax.vmap(t.env.init)(jax.random.split(jax.random.PRNGKey(0), 2))
-    actions = loaded.act(states, jax.random.PRNGKey(1))
     legal = jax.vmap(t.env.metadata)(states).action_mask
-    assert actions.shape == (2,) and bool(legal[jax.numpy.arange(2), actions].all())
+    for which in ("best", "latest"):
+        loaded = turbozero.load_agent(tmp_path / "run", env=t.env, module=t.nn, which=which)
+        assert loaded.epoch == 1
+        actions = loaded.act(states, jax.random.PRNGKey(1))
+        assert actions.shape == (2,) and bool(legal[jax.numpy.arange(2), actions].all())

@@ -278,9 +278,21 @@ class ApproxEloTester:
                 stacklevel=2,
             )
             num_opponents = num_opponenets if num_opponents is None else num_opponents
+        for name, value in (
+            ("episodes_per_opponent", episodes_per_opponent),
+            ("num_opponents", 5 if num_opponents is None else num_opponents),
+        ):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(
+                    f"ApproxEloTester({name}) must be an int >= 1, got {value!r} (to play no "
+                    "Elo games, leave the tester out)"
+                )
+        # `total_epochs` is accepted and not needed: the pool keeps the latest `num_opponents`
+        # networks however long the run is.
         self.total_epochs = total_epochs
-        self.episodes_per_opponent = max(2, episodes_per_opponent + episodes_per_opponent % 2)
-        self.num_opponents = num_opponents or 5
+        # rounded up to even: each network plays first in half of the games
+        self.episodes_per_opponent = int(episodes_per_opponent) + int(episodes_per_opponent) % 2
+        self.num_opponents = 5 if num_opponents is None else int(num_opponents)
         # The ratings are fitted by Newton's method to convergence: the optimiser settings of the
         # reference are accepted and not needed.
         self.rating_optim_steps = rating_optim_steps
@@ -436,11 +448,13 @@ class Trainer:
     ) -> dict[str, Any]:
         """Run `num_epochs` epochs; prints `Epoch N: {...}` lines; returns the run summary.
 
-        `key` (a PRNG key) or `seed` fixes the run; a key is reduced to an integer seed so the
-        run directory records it.
+        `key` (a PRNG key) or `seed` fixes the run (neither: the Trainer's `seed`); a key is
+        reduced to an integer seed (its last 32-bit word) so the run directory records it.
         """
-        if seed is None:
-            seed = 0 if key is None else int(np.asarray(jax.random.key_data(key)).ravel()[-1])
+        if seed is None and key is None:
+            seed = self.config.seed  # the Trainer's own `seed`
+        elif seed is None:
+            seed = int(np.asarray(jax.random.key_data(key)).ravel()[-1])
         cfg = dataclasses.replace(
             self.config, seed=seed, num_epochs=num_epochs, eval_every=eval_every
         )

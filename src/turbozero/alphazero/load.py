@@ -123,13 +123,12 @@ def load_agent(
             restored, meta = ck.restore({"params": like}, step)
             params = restored["params"]
         else:
-            state = az.init(jax.random.PRNGKey(cfg.seed))
-            if not cfg.save_memory:  # as training saved it (`train`'s `strip`)
-                state = state.replace(selfplay=state.selfplay.replace(memory=None))
-            pool = [state.params for _ in meta.get("pool_names", [])]
-            like = {"train": state, "best": state.params, "pool": pool}
-            restored, meta = ck.restore(like, step)
-            params = restored["train"].params
+            # Only the networks are read: the optimizer state and the memory depend on parts
+            # (an optimizer, augmentations given from Python) that the config does not record.
+            restored, meta = ck.restore(
+                {"train": {"params": like}, "best": like}, step, partial=True
+            )
+            params = restored["train"]["params"]
             if best_of_checkpoint and meta.get("has_best"):
                 params = restored["best"]
                 meta = {**meta, "epoch": int(str(meta["best_name"]).removeprefix("epoch_"))}

@@ -116,8 +116,15 @@ class Checkpointer:
             f"{[s for s in self.all_steps() if s < step] or 'none'}"
         )
 
-    def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+    def restore(
+        self, like: Any, step: int | None = None, *, partial: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
         """Restore the state with the structure, shapes and dtypes of `like`.
+
+        With `partial`, `like` names only part of the saved state (nested dicts keyed by the
+        saved structure's field names, e.g. `{"train": {"params": ...}}`), and only that part is
+        read: a reader that needs the network does not depend on the optimizer or the memory
+        the run was trained with.
 
         Raises:
             FileNotFoundError: when there is no checkpoint.
@@ -141,7 +148,16 @@ class Checkpointer:
             out = self.manager.restore(
                 step,
                 args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+                    state=(
+                        ocp.args.PyTreeRestore(
+                            item=abstract,
+                            restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
+                            partial_restore=True,
+                        )
+                        if partial
+                        else ocp.args.StandardRestore(abstract)
+                    ),
+                    meta=ocp.args.JsonRestore(),
                 ),
             )
         except Exception as e:

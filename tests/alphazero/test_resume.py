@@ -213,6 +213,11 @@ def test_the_first_evaluation_makes_the_best():
     )
 
 
+def test_with_no_measure_at_all_the_latest_network_is_the_best():
+    """No opponents and no Elo pool: "best" must not stay the first (least trained) network."""
+    assert better_than_best(**BEST, score=None, best_score=0.5, vs_best=None, ratings={})
+
+
 def test_ungated_head_to_head_needs_half_the_points_not_a_higher_old_score():
     """With only a match against the best, an earlier score (the best's own result against
     *its* predecessor) is not comparable: 0.3 against the best is a loss, whatever the best
@@ -281,3 +286,34 @@ def test_the_evaluator_keeps_the_verdict_it_is_given_on_the_best_network(verdict
     evaluator(params, 1, jax.random.PRNGKey(1), None)
     assert asked == [True]  # the first evaluation makes the best, unless overruled
     assert evaluator.improved is verdict and (evaluator.best_params is not None) is verdict
+
+
+def test_games_between_two_networks_open_with_random_moves_played_from_both_seats(monkeypatch):
+    """Two networks' searches make the same moves every time: without random openings a match
+    replays two games (one per seat) over and over and counts them as many."""
+    from turbozero.alphazero import evaluate, make_alphazero
+
+    played = []
+
+    def spy(env, a, b, key, **kwargs):
+        played.append((b.name if b is not None else None, kwargs["opening_moves"]))
+        return real(env, a, b, key, **kwargs)
+
+    real = evaluate.play_match
+    monkeypatch.setattr(evaluate, "play_match", spy)
+    az = make_alphazero(ELO.with_overrides(["eval_opening_moves=1"]))
+    evaluator = evaluate.Evaluator(az)
+    params = az.init(jax.random.PRNGKey(0)).params
+    for epoch in (1, 2):
+        evaluator(params, epoch, jax.random.PRNGKey(epoch), None)
+    # against random: eval_opening_moves; against the best and the Elo pool: at least 4
+    assert played == [("random", 1), ("random", 1), ("best", 4), ("epoch_1", 4)]
+    monkeypatch.setattr(evaluate, "play_match", real)
+    r = evaluator._match(
+        evaluator.agent(params, "a"),
+        evaluator.agent(params, "b"),
+        jax.random.PRNGKey(3),
+        8,
+        networks=True,
+    )
+    assert r.actions is not None and len({tuple(g) for g in r.actions.T}) > 2

@@ -176,6 +176,20 @@ def test_opening_moves_are_random_and_not_charged_to_agents(tic_tac_toe):
     assert all_random.illegal_moves == 0
 
 
+def test_pairs_of_games_share_their_random_openings_with_the_seats_swapped(tic_tac_toe):
+    """Games 2k and 2k + 1 open with the same random moves, agent A first in one and second in
+    the other, so that an opening that favours a side is played once from each seat."""
+    bad = make_agent(AlwaysAction(9, -1), name="bad")
+    r = play_match(
+        tic_tac_toe, bad, bad, jax.random.PRNGKey(3), num_games=16, max_steps=9, opening_moves=3
+    )
+    openings = [tuple(g[:3]) for g in r.actions.T]
+    assert all(openings[2 * k] == openings[2 * k + 1] for k in range(8))
+    assert len(set(openings)) > 4  # and the pairs differ from each other
+    assert list(r.a_first[::2]) == [True] * 8 and not r.a_first[1::2].any()
+    assert (r.game_keys[::2] == r.game_keys[1::2]).all()
+
+
 def test_max_steps_truncates_unfinished_games_as_draws(tic_tac_toe):
     r = play_match(
         tic_tac_toe,

@@ -103,6 +103,7 @@ class AlphaZeroConfig(Config):
     eval_simulations: int = 0  # 0: the self-play simulation count
     eval_opponents: tuple[str, ...] = ("random",)
     eval_opening_moves: int = 0  # random opening moves in evaluation games (diversity)
+    eval_network_opening_moves: int = 4  # at least this many in network vs network games
     elo_pool_size: int = 0  # 0: off; else past evaluated networks kept as Elo opponents
     elo_games_per_opponent: int = 16
     gating_threshold: float = 0.0  # 0: off; else "best" is replaced at this score vs "best"
@@ -143,6 +144,7 @@ class AlphaZeroConfig(Config):
             raise ValueError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
         check_range("eval_simulations", self.eval_simulations, low=0)
         check_range("eval_opening_moves", self.eval_opening_moves, low=0)
+        check_range("eval_network_opening_moves", self.eval_network_opening_moves, low=0)
         check_range("elo_pool_size", self.elo_pool_size, low=0)
         check_range("elo_games_per_opponent", self.elo_games_per_opponent, low=2)
         if self.elo_games_per_opponent % 2:

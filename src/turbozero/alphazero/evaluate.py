@@ -76,8 +76,16 @@ class Evaluator:
     def agent(self, params: Params, name: str) -> Agent:
         return self._agent.replace(params=params, name=name)
 
-    def _match(self, a: Agent, b: Agent | None, key: PRNGKey, games: int) -> MatchResult:
+    def _match(
+        self, a: Agent, b: Agent | None, key: PRNGKey, games: int, *, networks: bool = False
+    ) -> MatchResult:
+        """`networks`: a match between two networks (vs best, Elo pool), whose searches make
+        the same moves every time; they open with at least `eval_network_opening_moves` random
+        moves, the same for both seat orders (`play_match` pairs its games)."""
         cfg = self.az.config
+        opening = cfg.eval_opening_moves
+        if networks:
+            opening = max(opening, cfg.eval_network_opening_moves)
         return play_match(
             self.az.env,
             a,
@@ -85,7 +93,7 @@ class Evaluator:
             key,
             num_games=games,
             max_steps=cfg.max_episode_steps,
-            opening_moves=cfg.eval_opening_moves,
+            opening_moves=opening,
         )
 
     def __call__(self, params: Params, epoch: int, key: PRNGKey, games_dir: Path | None) -> dict:
@@ -115,7 +123,9 @@ class Evaluator:
             vs_best = None
             if "best" in cfg.eval_opponents and self.best_params is not None:
                 best = self.agent(self.best_params, "best")
-                r = self._match(current, best, jax.random.fold_in(key, 1000), cfg.eval_games)
+                r = self._match(
+                    current, best, jax.random.fold_in(key, 1000), cfg.eval_games, networks=True
+                )
                 vs_best = r.score
                 out["eval/best/score"] = vs_best
                 records["best"] = r
@@ -127,6 +137,7 @@ class Evaluator:
                         self.agent(p, name),
                         jax.random.fold_in(key, 2000 + j),
                         cfg.elo_games_per_opponent,
+                        networks=True,
                     )
                     self.elo = _add_result(self.elo, me, name, r)
                 if self.elo.games:
@@ -223,7 +234,9 @@ def better_than_best(
     3. a mean score against the fixed opponents (random, perfect, rollout MCTS; one-player
        games: the mean return): at least the best's mean when it was made best;
     4. a match against the best, ungated: a score of at least 0.5 (not worse head to head).
-    The first evaluation makes the best; with none of these measures the best stays.
+    The first evaluation makes the best; with none of these measures (no opponents and no Elo
+    pool) every network evaluated becomes the best, so that "best" is the latest one rather
+    than the first.
     """
     if not has_best:
         return True
@@ -235,7 +248,7 @@ def better_than_best(
         return score >= best_score
     if vs_best is not None:
         return vs_best >= 0.5
-    return False
+    return True
 
 
 def _add_result(pool: EloPool, me: str, other: str, r: MatchResult) -> EloPool:

@@ -16,6 +16,9 @@ Rules (one test each in tests/arena/test_match.py):
   The default is 0: stochastic agents (random, sampled, perfect) already play diverse games.
   Deterministic agents (argmax networks) on deterministic games replay the same two games over and
   over; give them `opening_moves > 0` (e.g. 2 in tic-tac-toe, 4 in connect four).
+- In two-player games, games `2k` and `2k + 1` are a pair: the same environment randomness and
+  the same random opening moves, with the seats swapped, so that an opening (or a dice
+  sequence) that favours one side is played once from each seat.
 - A game ends when the environment terminates or truncates it, or after `max_steps` moves (then
   it counts as truncated). With `max_steps=None` the loop runs until every game ends, which needs
   an environment that always ends (every pgx board game does).
@@ -141,10 +144,17 @@ def wilson_interval(successes: float, n: int, *, z: float = Z95) -> tuple[float,
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _random_legal(key: PRNGKey, mask: Array) -> Array:
-    """`[B]` uniformly random legal actions; any action where a row has none."""
+def _random_legal(key: PRNGKey, mask: Array, *, paired: bool = False) -> Array:
+    """`[B]` uniformly random legal actions; any action where a row has none. `paired`: rows
+    `2k` and `2k + 1` share one uniform draw, so that equal masks give equal actions."""
+    B = mask.shape[0]
     mask = jnp.where(mask.any(axis=-1, keepdims=True), mask, True)
-    return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
+    if not paired:
+        return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
+    u = jax.random.uniform(key, ((B + 1) // 2,))[jnp.arange(B) // 2]
+    count = jnp.sum(mask, axis=-1)
+    k = jnp.minimum((u * count).astype(jnp.int32), count - 1)  # the k-th legal action
+    return jnp.argmax(jnp.cumsum(mask, axis=-1) > k[:, None], axis=-1).astype(jnp.int32)
 
 
 def _select(done: Array, old: Any, new: Any) -> Any:
@@ -172,7 +182,10 @@ def _match_program(
 
     def run(params_a, params_b, key, opening_moves):
         key_games, key = jax.random.split(key)
-        game_keys = jax.random.split(key_games, B)
+        if two_players:  # pairs of games with the seats swapped share their randomness
+            game_keys = jax.random.split(key_games, (B + 1) // 2)[jnp.arange(B) // 2]
+        else:
+            game_keys = jax.random.split(key_games, B)
 
         def keys_at(t):  # per-game environment keys for move t (init is t = 0)
             return jax.vmap(jax.random.fold_in, (0, None))(game_keys, t)
@@ -222,7 +235,13 @@ def _match_program(
                 legal = in_range & picked[:, 0]
                 opening = t < opening_moves
                 illegal = ~legal & ~c["done"] & ~opening
-                action = jnp.where(opening | ~legal, _random_legal(key_random, c["mask"]), proposed)
+                key_open, key_random = jax.random.split(key_random)
+                random_move = jnp.where(
+                    opening,
+                    _random_legal(key_open, c["mask"], paired=two_players),
+                    _random_legal(key_random, c["mask"]),
+                )
+                action = jnp.where(opening | ~legal, random_move, proposed)
             state, md = jax.vmap(env.step)(c["state"], action, keys_at(t + 1))
             done = c["done"]
             new = dict(

@@ -317,3 +317,19 @@ def test_games_between_two_networks_open_with_random_moves_played_from_both_seat
         networks=True,
     )
     assert r.actions is not None and len({tuple(g) for g in r.actions.T}) > 2
+
+
+def test_without_an_elo_pool_no_elo_games_are_kept():
+    """The games are kept for the Elo fit only: a long run without one must not carry (and
+    checkpoint) every evaluation game it ever played."""
+    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero.evaluate import Evaluator
+
+    # with the pool: both evaluations' games against random and the second's against epoch 1
+    for cfg, kept in ((TINY, 0), (ELO, 2 * ELO.eval_games + ELO.elo_games_per_opponent)):
+        az = make_alphazero(cfg)
+        evaluator = Evaluator(az)
+        params = az.init(jax.random.PRNGKey(0)).params
+        evaluator(params, 1, jax.random.PRNGKey(1), None)
+        evaluator(params, 2, jax.random.PRNGKey(2), None)
+        assert len(evaluator.elo.games) == kept

@@ -107,3 +107,17 @@ def test_pool_accumulates_matches_by_name(tic_tac_toe):
     assert len(pool.games) == 257
     with pytest.raises(ValueError, match="itself"):
         pool.add_game("a", "a", 0.5)
+
+
+def test_a_record_adds_the_same_games_as_one_game_at_a_time():
+    pool = EloPool(anchors={"random": 0.0}).add_game("b", "random", 0.0)
+    one_by_one = pool
+    for score in (1.0, 1.0, 0.5, 0.0, 0.0, 0.0):
+        one_by_one = one_by_one.add_game("a", "random", score)
+    assert pool.add_record("a", "random", 2, 1, 3) == one_by_one
+    for bad in ({"wins": -1}, {"draws": 1.5}, {"losses": True}):
+        counts = {"wins": 1, "draws": 1, "losses": 1, **bad}
+        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be an int >= 0"):
+            pool.add_record("a", "random", **counts)
+    with pytest.raises(ValueError, match="distinct names"):
+        pool.add_record("a", "a", 1, 0, 0)

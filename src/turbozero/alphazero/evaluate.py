@@ -119,7 +119,8 @@ class Evaluator:
                 out[f"eval/{name}/loss"] = r.losses / r.num_games
                 scores.append(r.score)
                 records[name] = r
-                self.elo = _add_result(self.elo, me, name, r)
+                if cfg.elo_pool_size:  # (the games are kept for the Elo fit only)
+                    self.elo = self.elo.add_record(me, name, r.wins, r.draws, r.losses)
             vs_best = None
             if "best" in cfg.eval_opponents and self.best_params is not None:
                 best = self.agent(self.best_params, "best")
@@ -139,7 +140,7 @@ class Evaluator:
                         cfg.elo_games_per_opponent,
                         networks=True,
                     )
-                    self.elo = _add_result(self.elo, me, name, r)
+                    self.elo = self.elo.add_record(me, name, r.wins, r.draws, r.losses)
                 if self.elo.games:
                     ratings = self.elo.ratings()
                     out["elo"] = ratings.get(me, 0.0)
@@ -249,13 +250,6 @@ def better_than_best(
     if vs_best is not None:
         return vs_best >= 0.5
     return True
-
-
-def _add_result(pool: EloPool, me: str, other: str, r: MatchResult) -> EloPool:
-    for score, count in ((1.0, r.wins), (0.5, r.draws), (0.0, r.losses)):
-        for _ in range(count):
-            pool = pool.add_game(me, other, score)
-    return pool
 
 
 def write_game_record(az: AlphaZeroSystem, result: MatchResult, path: Path, game: int = 0) -> None:

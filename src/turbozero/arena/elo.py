@@ -181,16 +181,26 @@ class EloPool:
         pool, (i, j) = self._with_names(name_i, name_j)
         return dataclasses.replace(pool, games=(*self.games, (i, j, float(score_i))))
 
+    def add_record(self, name_i: str, name_j: str, wins: int, draws: int, losses: int) -> EloPool:
+        """Record `wins`, `draws` and `losses` of `name_i` against `name_j` at once (one copy
+        of the games, where `add_game` per game copies them each time)."""
+        if name_i == name_j:
+            raise ValueError(f"both players are named {name_i!r}; give them distinct names")
+        counts = {"wins": wins, "draws": draws, "losses": losses}
+        for name, count in counts.items():
+            if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {count!r}")
+        pool, (i, j) = self._with_names(name_i, name_j)
+        new = [(i, j, 1.0)] * int(wins) + [(i, j, 0.5)] * int(draws) + [(i, j, 0.0)] * int(losses)
+        return dataclasses.replace(pool, games=(*self.games, *new))
+
     def add_match(self, result: MatchResult) -> EloPool:
         """Record every game of a two-player match under the agents' names."""
         if not result.name_b:
             raise ValueError("add_match needs a two-player match (result.name_b is empty)")
-        if result.name_a == result.name_b:
-            raise ValueError(f"both agents are named {result.name_a!r}; give them distinct names")
-        pool, (i, j) = self._with_names(result.name_a, result.name_b)
-        new = [(i, j, 1.0)] * result.wins + [(i, j, 0.5)] * result.draws
-        new += [(i, j, 0.0)] * result.losses
-        return dataclasses.replace(pool, games=(*self.games, *new))
+        return self.add_record(
+            result.name_a, result.name_b, result.wins, result.draws, result.losses
+        )
 
     def ratings(self, *, prior_sd: float = 2000.0) -> dict[str, float]:
         """`{name: Elo}` fitted by `fit_elo` on every game so far (anchors included)."""

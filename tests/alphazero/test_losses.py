@@ -155,3 +155,22 @@ def test_resnet_sizes_must_be_ints():
         AZResnetConfig(policy_head_out_size=9, num_channels=16.5)
     with pytest.raises(ValueError, match=r"num_blocks must be an int >= 0, got 1\.5"):
         AZResnetConfig(policy_head_out_size=9, num_blocks=1.5)
+
+
+@pytest.mark.parametrize("norm", ["batch", "layer"])
+def test_the_resnet_value_and_policy_depend_on_the_board_with_either_norm(norm):
+    """With layer norm over the channels alone, the value head's one-channel map normalised to
+    zero: every board got the same value, and no gradient reached the observation."""
+    from turbozero.nets import AZResnet, AZResnetConfig
+
+    net = AZResnet(AZResnetConfig(policy_head_out_size=9, num_blocks=1, num_channels=8, norm=norm))
+    boards = jax.random.normal(jax.random.PRNGKey(0), (5, 3, 3, 2))
+    params = net.init(jax.random.PRNGKey(1), boards)
+    logits, value = net.apply(params, boards)
+    assert float(jnp.std(value)) > 1e-4
+    assert float(jnp.min(jnp.std(logits, axis=0))) > 1e-4
+
+    def total_value(boards):
+        return jnp.sum(net.apply(params, boards)[1])
+
+    assert float(jnp.max(jnp.abs(jax.grad(total_value)(boards)))) > 0.0

@@ -54,6 +54,12 @@ def az_loss(
 
     Returns:
         `(loss, (metrics, new_batch_stats_or_None))`.
+
+    With batch norm, the network normalises over every row of the batch, valid or not (a flax
+    module is called here without a row mask): the invalid rows then move the valid rows'
+    normalisation and the returned statistics. Pass batches that are all valid, as the
+    trainer does (the episode memory's samples are all valid or all invalid, and the trainer
+    skips the step on an invalid one).
     """
     has_bn = isinstance(params, dict) and "batch_stats" in params
     if has_bn:

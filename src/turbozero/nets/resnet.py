@@ -19,7 +19,8 @@ class AZResnetConfig:
         policy_head_out_size: number of actions `A`.
         num_blocks: residual blocks, >= 0.
         num_channels: channels of every convolution, >= 1.
-        norm: "batch" (statistics kept in `params["batch_stats"]`) or "layer".
+        norm: "batch" (statistics kept in `params["batch_stats"]`) or "layer" (each sample
+            over its height, width and channels, with a scale and bias per channel).
         value_bins: 0 for a scalar value head, else the number of value-bin logits.
         bounded_value: the scalar value passes through tanh (two-player outcomes in [-1, 1]);
             False for one-player returns, which the trainer scales by `value_scale` but does not
@@ -54,7 +55,10 @@ class _Norm(nn.Module):
     def __call__(self, x: Array, train: bool) -> Array:
         if self.kind == "batch":
             return nn.BatchNorm(use_running_average=not train, momentum=0.9)(x)
-        return nn.LayerNorm()(x)
+        # each sample over its whole feature map (height, width, channels), as layer norm is
+        # defined; over the channels alone the heads' 1- and 2-channel maps normalised to 0
+        # and +-1, and the value no longer depended on the board
+        return nn.LayerNorm(reduction_axes=(-3, -2, -1), feature_axes=-1)(x)
 
 
 class _Block(nn.Module):

@@ -185,3 +185,41 @@ def test_warmup_actions_are_numbers_for_unbounded_action_spaces(bounds):
     leaves = jax.tree.leaves(state.obs_stats)
     assert all(np.isfinite(np.asarray(leaf)).all() for leaf in leaves)
     assert float(np.asarray(state.obs_stats.count)) > 0
+
+
+def test_episode_statistics_over_devices_are_per_episode_when_few_episodes_end():
+    """Members of a named axis (devices) average their episode counts: when fewer episodes end
+    than there are members the average is a fraction, and dividing by at least 1 made the mean
+    length too small (a quarter of it when one of four members finished an episode). Under
+    `jit`, a named `vmap` of `init` must work too (it failed an assertion inside JAX)."""
+    cfg = dataclasses.replace(
+        TINY,
+        num_envs=1,
+        num_updates=1,
+        num_updates_per_eval=1,
+        num_minibatches=1,
+        normalize_observations=False,
+    )
+    named, plain = make_ppo(cfg, axis_name="device"), make_ppo(cfg)
+    members = dict(axis_name="device", axis_size=4)
+    jax.jit(jax.vmap(make_ppo(TINY, axis_name="device").init, in_axes=None, **members))(
+        jax.random.PRNGKey(0)
+    )
+    state = jax.jit(jax.vmap(named.init, in_axes=None, **members))(jax.random.PRNGKey(1))
+    # One update per call, so that the member by member rollouts are the joint ones (the
+    # metrics describe the rollout, before learning); calls until few episodes end in one.
+    update_named = jax.jit(jax.vmap(named.update, axis_name="device"))
+    update_plain = jax.jit(jax.vmap(plain.update))
+    checked = 0
+    for _ in range(12):
+        _, each = update_plain(state)
+        state, joint = update_named(state)
+        episodes = np.asarray(each["episodes"])[:, 0]
+        if not 0 < episodes.sum() < 4:  # wanted: fewer episodes ended than there are members
+            continue
+        checked += 1
+        for name in ("episode_length", "episode_return"):
+            per_member = np.asarray(each[name])[:, 0]
+            expected = np.sum(per_member * episodes) / episodes.sum()
+            np.testing.assert_allclose(np.asarray(joint[name])[:, 0], expected, rtol=1e-5)
+    assert checked > 0

@@ -233,7 +233,9 @@ def make_ppo(
         def cast(x: Array) -> Array:
             try:
                 return jax.lax.pcast(x, axis_name, to="varying")
-            except ValueError:  # already varying (or not inside shard_map)
+            # already varying, or not inside shard_map (under `jit` of a named `vmap`, this
+            # JAX's pcast fails an internal assertion rather than raise its ValueError)
+            except (ValueError, AssertionError):
                 return x
 
         return jax.tree.map(cast, tree)
@@ -467,12 +469,16 @@ def make_ppo(
             jax.random.split(epoch_key, cfg.epochs),
         )
         done = (traj.terminated | traj.truncated).astype(jnp.float32)
-        episodes = pmean(jnp.sum(done))
+        episodes = pmean(jnp.sum(done))  # per device: may be a fraction, e.g. 1 of 4 devices
+
+        def per_episode(total: Array) -> Array:
+            return jnp.where(episodes > 0, total / jnp.where(episodes > 0, episodes, 1.0), 0.0)
+
         metrics = {k: pmean(jnp.mean(v)) for k, v in info.items()}
         metrics.update(
             episodes=episodes,
-            episode_return=pmean(jnp.sum(done * traj.episode_return)) / jnp.maximum(episodes, 1.0),
-            episode_length=pmean(jnp.sum(done * traj.episode_length)) / jnp.maximum(episodes, 1.0),
+            episode_return=per_episode(pmean(jnp.sum(done * traj.episode_return))),
+            episode_length=per_episode(pmean(jnp.sum(done * traj.episode_length))),
             value_mean=pmean(jnp.mean(traj.value)),
         )
         new = LearnerState(

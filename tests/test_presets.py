@@ -163,3 +163,24 @@ def test_the_config_reference_takes_no_preset(capsys):
     assert "--reference prints every key" in capsys.readouterr().err
     assert main(["config", "--reference"]) == 0
     assert capsys.readouterr().out.startswith("# Configuration")
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "temperature_moves=3000000000",
+        "max_episode_steps=3000000000",
+        "lr_warmup_steps=3000000000",
+        "eval_opening_moves=3000000000",
+        "eval_network_opening_moves=3000000000",
+    ],
+)
+def test_counts_beyond_int32_are_refused_when_the_config_is_made(setting):
+    """Counts reach compiled programs as int32: a larger one passed validation, started the run
+    and failed there with an OverflowError (at the first evaluation, for the opening moves)."""
+    from turbozero.alphazero.config import AlphaZeroConfig
+
+    key = setting.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"{key} must be in \[[01], 2147483647\]"):
+        AlphaZeroConfig().with_overrides([setting])
+    AlphaZeroConfig().with_overrides([f"{key}=2147483647"])

@@ -37,6 +37,9 @@ def suggest(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
+INT32_MAX = 2**31 - 1
+
+
 def check_range(
     name: str,
     value: float,
@@ -47,7 +50,11 @@ def check_range(
     high_inclusive: bool = True,
 ) -> None:
     """Raise `ConfigError` unless `value` is a finite number in the given range (NaN and the
-    infinities are refused: no setting here means anything at either)."""
+    infinities are refused: no setting here means anything at either). An int without an
+    upper bound must fit in int32 (`INT32_MAX`): counts reach compiled programs as int32, and a
+    larger one failed there with an `OverflowError`, after the run had started."""
+    if isinstance(value, numbers.Integral) and high is None:
+        high = INT32_MAX
     # (an int too large for a float is finite all the same: math.isfinite would overflow)
     ok = isinstance(value, numbers.Integral) or math.isfinite(value)
     if low is not None:

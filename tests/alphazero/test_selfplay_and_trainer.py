@@ -302,3 +302,19 @@ def test_gating_without_best_among_the_opponents_is_refused_for_a_new_run(tmp_pa
         train(cfg, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
     TINY.with_overrides(["gating_threshold=0.55", "eval_opponents=random,best"]).check_new_run()
+
+
+@pytest.mark.parametrize(
+    "setting", ["eval_opponents=best", "elo_pool_size=2", "eval_opponents=mcts:8"]
+)
+def test_a_one_player_game_refuses_opponents_it_would_ignore(tmp_path, setting):
+    """A one-player game's evaluation plays the network alone: other agents, an Elo pool or
+    gating would be accepted and never used."""
+    from turbozero.alphazero import train
+
+    cfg = TINY.with_overrides(["env=2048", "max_episode_steps=20", setting])
+    name = setting.split("=")[0]
+    with pytest.raises(ValueError, match=rf"{name}=.* '2048' is a one-player game"):
+        train(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    TINY.with_overrides(["env=2048"]).check_new_run(1)  # "random", the default, is let be

@@ -166,9 +166,23 @@ class AlphaZeroConfig(Config):
         if "perfect" in self.eval_opponents and self.env != "tic_tac_toe":
             raise ValueError("eval_opponents 'perfect' exists only for env 'tic_tac_toe'")
 
-    def check_new_run(self) -> None:
+    def check_new_run(self, num_players: int | None = None) -> None:
         """Checks for a run about to start, not for one read back: runs written before a
-        check existed must still load (`load_agent`, `--resume`)."""
+        check existed must still load (`load_agent`, `--resume`). `num_players`: the game's,
+        once it is built (a one-player game's evaluation is the network alone)."""
+        if num_players == 1:
+            versus = [o for o in self.eval_opponents if o != "random"]  # ("random" the default)
+            for name, used in (
+                ("eval_opponents", ",".join(versus)),
+                ("elo_pool_size", self.elo_pool_size),
+                ("gating_threshold", self.gating_threshold),
+            ):
+                if used:
+                    raise ConfigError(
+                        f"{name}={used} plays other agents, and {self.env!r} is a one-player "
+                        f"game: its evaluation plays the network alone (mean return); leave "
+                        f"{name} out"
+                    )
         if self.gating_threshold and "best" not in self.eval_opponents:
             raise ConfigError(
                 f"gating_threshold={self.gating_threshold:g} gates on the score against the "

@@ -63,3 +63,15 @@ def test_an_epoch_without_training_says_it_waited_for_positions(tmp_path, capsys
     with MetricsLogger(rd, total_epochs=1, progress=False) as log:
         log.epoch({"epoch": 1, "env_steps": 8, "wall_seconds": 1.0, "waiting_for_positions": True})
     assert "'waiting_for_positions': 'True'" in capsys.readouterr().out
+
+
+def test_rates_and_scores_are_drawn_on_a_unit_axis_only_when_they_are_fractions():
+    """A one-player game's `eval/score` is its mean return (2048: hundreds): on the axis pinned
+    to [0, 1] its line was drawn off the panel."""
+    from turbozero.io.plots import is_fraction
+
+    assert is_fraction("eval/random/win", [0.0, 0.25, 1.0])
+    assert is_fraction("eval/score", [0.5, 0.75]) and is_fraction("tree_fullness", [0.9])
+    assert not is_fraction("eval/score", [912.0, 1304.0])
+    assert not is_fraction("eval/score", [0.5, -0.25])
+    assert not is_fraction("loss", [0.5])

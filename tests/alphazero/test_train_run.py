@@ -218,3 +218,26 @@ def test_a_run_whose_loss_diverges_stops_without_saving_the_diverged_epoch(tmp_p
         train(cfg, tmp_path / "run", progress=False)
     assert Checkpointer(tmp_path / "run" / "checkpoints").all_steps() == []
     assert RunDir(tmp_path / "run").read_metrics() == []
+
+
+def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waiting(tmp_path, capsys):
+    """Running episodes hold memory slots: 8 games x 9 slots pass the size check for a batch
+    of 72, yet fewer positions are ever finished at once. The run says so instead of waiting
+    in silence; and an epoch without training steps by choice is not "waiting"."""
+    import json
+
+    cfg = TINY.with_overrides(
+        ["memory_capacity=9", "train_batch_size=72", "eval_opponents=", "num_epochs=2"]
+    )
+    train(cfg, tmp_path / "starved", progress=False)
+    out = capsys.readouterr().out
+    assert "still waiting for 72 finished positions" in out and "memory_capacity=9" in out
+    rows = [
+        json.loads(x) for x in (tmp_path / "starved" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert all(row.get("waiting_for_positions") for row in rows)
+
+    idle = TINY.with_overrides(["train_steps_per_epoch=0", "eval_opponents=", "num_epochs=2"])
+    train(idle, tmp_path / "idle", progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "idle" / "metrics.jsonl").read_text().splitlines()]
+    assert not any(row.get("waiting_for_positions") for row in rows[1:])

@@ -274,8 +274,6 @@ def _train(
 ) -> dict[str, Any]:
     if num_epochs is not None:
         num_epochs = check_count("num_epochs", num_epochs, low=1)
-    if not resume:
-        config.check_new_run()
     maybe_initialize_distributed()
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     if jax.process_count() > 1 and run_dir is None:
@@ -288,6 +286,8 @@ def _train(
     # devices, the evaluation opponents) is built before the run directory is, so a refused
     # setting leaves nothing behind that would block the corrected command.
     az = make_alphazero(config, **(parts or {}))
+    if not resume:
+        config.check_new_run(az.env.num_players)
     sharder = Sharder(config)
     # process 0 decides the best network for all: a process whose evaluation came out otherwise
     # (another device's rounding) must neither keep another best nor skip a save the others make
@@ -432,6 +432,7 @@ def _train(
             state, _ = collect(state, cfg.warmup_steps)
         stop = False
         summary: dict[str, Any] = {}
+        most_sampleable, warned_waiting = 0, False
         while int(state.epoch) < last_epoch and not stop:
             # compiled before the clock starts (the first epoch of a process otherwise reads
             # as a throughput far below the rest); the time it took is reported apart
@@ -443,8 +444,10 @@ def _train(
             jax.block_until_ready(state.key)
             t1 = time.perf_counter()
             available = int(state.selfplay.memory.positions_sampleable)
+            t_train = time.perf_counter()  # (the first count above compiles its sum)
             row: dict[str, Any] = {"compile_seconds": compile_seconds} if compile_seconds else {}
-            if available >= cfg.train_batch_size and cfg.train_steps_per_epoch:
+            waiting = available < cfg.train_batch_size
+            if not waiting and cfg.train_steps_per_epoch:
                 step_metrics = []
                 for _ in range(cfg.train_steps_per_epoch):
                     state, lm = train_steps(state, 1)
@@ -466,9 +469,23 @@ def _train(
                         + "); try a new run with a lower learning_rate or max_grad_norm"
                     )
                 t2 = time.perf_counter()
-                row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t1, 1e-9)
-            else:
+                row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t_train, 1e-9)
+            elif waiting:
                 row["waiting_for_positions"] = True
+                most_sampleable = max(most_sampleable, available)
+                # Episodes still running hold slots of the memory that cannot be sampled: once
+                # every slot has been written twice over, a batch still out of reach may never
+                # be (the config check can only bound the memory's size).
+                filled = int(state.env_steps) >= 2 * cfg.num_games * cfg.memory_capacity
+                if filled and not warned_waiting:
+                    warned_waiting = True
+                    log.info(
+                        f"still waiting for {cfg.train_batch_size} finished positions "
+                        f"(train_batch_size) after the memory was filled twice; the most so far "
+                        f"was {most_sampleable}: running episodes hold part of memory_capacity="
+                        f"{cfg.memory_capacity} per game, so raise memory_capacity or lower "
+                        f"train_batch_size"
+                    )
             state = state.replace(epoch=state.epoch + 1)
             epoch = int(state.epoch)
             sp = {k: float(v) for k, v in sp.items()}

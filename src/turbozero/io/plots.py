@@ -26,6 +26,14 @@ GROUPS = {
 }
 
 
+def is_fraction(key: str, values: list[float]) -> bool:
+    """Whether a metric's panel is pinned to [0, 1]: win/draw/loss rates, scores and tree
+    fullness, when every value lies there (a one-player game's `eval/score` is its mean
+    return, which was drawn off the pinned axis)."""
+    named = key.endswith(("/win", "/draw", "/loss", "/score", "tree_fullness"))
+    return named and all(0.0 <= v <= 1.0 for v in values)
+
+
 def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     """Write `losses.png`, `throughput.png` and `evaluation.png` (what the rows hold)."""
     import matplotlib
@@ -49,7 +57,7 @@ def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
             xs = [r["env_steps"] for r in rows if r.get(k) is not None]
             ys = [r[k] for r in rows if r.get(k) is not None]
             ax.plot(xs, ys, marker="." if len(xs) < 30 else None)
-            if k.endswith(("/win", "/draw", "/loss", "/score", "tree_fullness")):
+            if is_fraction(k, ys):
                 ax.set_ylim(-0.03, 1.03)  # fractions: a flat 0.01 must not look like a swing
             ax.set_ylabel(k, fontsize=8)
             ax.grid(alpha=0.3)

@@ -184,3 +184,23 @@ def test_counts_beyond_int32_are_refused_when_the_config_is_made(setting):
     with pytest.raises(ConfigError, match=rf"{key} must be in \[[01], 2147483647\]"):
         AlphaZeroConfig().with_overrides([setting])
     AlphaZeroConfig().with_overrides([f"{key}=2147483647"])
+
+
+@pytest.mark.parametrize(
+    "setting", ["value_scale=1e-300", "max_grad_norm=1e-40", "learning_rate=1e39"]
+)
+def test_numbers_that_float32_cannot_hold_are_refused_when_the_config_is_made(setting):
+    """value_scale=1e-300 passed and became 0 in float32: the value targets were divided by 0."""
+    from turbozero.alphazero.config import AlphaZeroConfig
+
+    key = setting.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"{key}=.* as a float32"):
+        AlphaZeroConfig().with_overrides([setting])
+    AlphaZeroConfig().with_overrides([f"{key}=1e-30"])
+
+
+def test_an_opponent_count_in_other_digits_is_refused_naming_the_setting():
+    from turbozero.alphazero.config import AlphaZeroConfig
+
+    with pytest.raises(ValueError, match="eval_opponents entry 'mcts:²'"):
+        AlphaZeroConfig().with_overrides(["eval_opponents=mcts:²"])

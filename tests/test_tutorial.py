@@ -87,9 +87,9 @@ def test_selectors_map_to_our_rules():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"num_iterations": 0}, r"num_iterations must be in \[1, inf\)"),
+        ({"num_iterations": 0}, r"num_iterations must be in \[1, 2147483647\]"),
         ({"num_iterations": 8.5}, "num_iterations must be an int"),
-        ({"max_nodes": 1}, r"max_nodes must be in \[2, inf\)"),
+        ({"max_nodes": 1}, r"max_nodes must be in \[2, 16777216\]"),
         ({"dirichlet_epsilon": 2.0}, r"dirichlet_epsilon must be a finite number in \[0, 1\]"),
         ({"temperature": -1.0}, "temperature must be >= 0"),
         ({"branching_factor": 0}, "branching_factor must be an int >= 1"),

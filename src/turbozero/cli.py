@@ -80,7 +80,7 @@ def _opponent(spec: str, env, simulations: int | None):
         return perfect_agent(env)
     if spec.startswith("mcts:"):
         n = spec[5:]
-        if not n.isdigit() or int(n) < 1:
+        if not (n.isascii() and n.isdigit()) or int(n) < 1:
             raise ConfigError(f"--vs mcts:N needs a positive simulation count, got {spec!r}")
         return rollout_mcts_agent(env, num_simulations=int(n))
     if Path(spec).exists():

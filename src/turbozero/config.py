@@ -57,6 +57,18 @@ def check_range(
         high = INT32_MAX
     # (an int too large for a float is finite all the same: math.isfinite would overflow)
     ok = isinstance(value, numbers.Integral) or math.isfinite(value)
+    if ok and not isinstance(value, numbers.Integral):
+        # numbers reach the compiled programs as float32: one that becomes 0 or inf there
+        # (value_scale=1e-300 divided the targets by zero) means something else than it says
+        # (below float32's smallest normal number, XLA:CPU flushes a number to zero)
+        with np.errstate(over="ignore"):  # (an overflow is what is being checked for)
+            as_f32 = float(np.float32(value))
+        tiny = float(np.finfo(np.float32).tiny)
+        if not math.isfinite(as_f32) or (value != 0 and abs(as_f32) < tiny):
+            raise ConfigError(
+                f"{name}={value!r} is {as_f32:g} as a float32, which the compiled programs "
+                f"use: give a number of magnitude between about 1e-38 and 3e38"
+            )
     if low is not None:
         ok &= value >= low if low_inclusive else value > low
     if high is not None:

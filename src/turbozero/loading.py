@@ -63,7 +63,11 @@ def load_agent(
             )
 
         p = Path(path)
-        step = int(p.name) if p.absolute() != rd.path.absolute() and p.name.isdigit() else None
+        step = (
+            int(p.name)
+            if p.absolute() != rd.path.absolute() and p.name.isascii() and p.name.isdigit()
+            else None
+        )
         return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)
     from turbozero.alphazero.load import load_agent as load_az
 

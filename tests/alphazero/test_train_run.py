@@ -200,9 +200,14 @@ def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys):
     assert "interrupted (the last checkpoint is kept" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("num_epochs", [0, -3, 1.5])
-def test_train_refuses_a_number_of_epochs_below_one_before_writing(tmp_path, num_epochs):
-    with pytest.raises(ValueError, match="num_epochs must be an int >= 1"):
+@pytest.mark.parametrize("num_epochs", [0, -3, 1.5, 3])
+def test_train_refuses_a_number_of_epochs_outside_one_to_the_configs_before_writing(
+    tmp_path, num_epochs
+):
+    """`num_epochs` stops a run early; past the config's own end the last evaluation (which
+    follows the config) would come mid-run and the real last epoch go unevaluated."""
+    message = "must be an int >= 1" if num_epochs != 3 else "stops a run after config.num_epochs=2"
+    with pytest.raises(ValueError, match=message):
         train(TINY, tmp_path / "run", progress=False, num_epochs=num_epochs)
     assert not (tmp_path / "run").exists()
 

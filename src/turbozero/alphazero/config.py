@@ -13,6 +13,7 @@ from turbozero.config import (
     check_range,
     register_preset,
 )
+from turbozero.search.search import MAX_NODES
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
 OPPONENTS_HELP = "random | perfect | mcts:N (rollout MCTS with N simulations) | best"
@@ -60,7 +61,7 @@ class SearchConfig(Config):
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
         check_range("search.num_simulations", self.num_simulations, low=1)
-        check_range("search.max_nodes", self.max_nodes, low=2)
+        check_range("search.max_nodes", self.max_nodes, low=2, high=MAX_NODES)
         check_range("search.c_puct", self.c_puct, low=0, low_inclusive=False)
         check_range("search.dirichlet_alpha", self.dirichlet_alpha, low=0, low_inclusive=False)
         check_range("search.dirichlet_fraction", self.dirichlet_fraction, low=0, high=1)
@@ -159,7 +160,10 @@ class AlphaZeroConfig(Config):
             check_range("keep_checkpoints", self.keep_checkpoints, low=1)
         for opp in self.eval_opponents:
             ok = opp in ("random", "perfect", "best") or (
-                opp.startswith("mcts:") and opp[5:].isdigit() and int(opp[5:]) > 0
+                opp.startswith("mcts:")
+                and opp[5:].isascii()
+                and opp[5:].isdigit()
+                and int(opp[5:]) > 0
             )
             if not ok:
                 raise ValueError(f"eval_opponents entry {opp!r} is not one of: {OPPONENTS_HELP}")

@@ -109,12 +109,14 @@ def load_agent(
     step: int | None = None
     # the best network from a training checkpoint (which also holds it) when `best/` has none
     best_of_checkpoint = False
-    if p != rd.path and p.name.isdigit():
+    if p != rd.path and p.name.isascii() and p.name.isdigit():
         directory, step = p.parent, int(p.name)
     else:
         directory = rd.path / "best" if which == "best" else rd.checkpoints
         # (a save cut short leaves `N.orbax-checkpoint-tmp...`, which holds no network)
-        if which == "best" and not any(p.name.isdigit() for p in directory.glob("*")):
+        if which == "best" and not any(
+            p.name.isascii() and p.name.isdigit() for p in directory.glob("*")
+        ):
             directory, best_of_checkpoint = rd.checkpoints, True
     ck = Checkpointer(directory)
     try:

@@ -274,6 +274,13 @@ def _train(
 ) -> dict[str, Any]:
     if num_epochs is not None:
         num_epochs = check_count("num_epochs", num_epochs, low=1)
+        if num_epochs > config.num_epochs:
+            # (the evaluation schedule and the last evaluation follow the config's num_epochs)
+            raise ValueError(
+                f"num_epochs={num_epochs} stops a run after config.num_epochs="
+                f"{config.num_epochs}: it is where to stop early; to train longer, set the "
+                f"config's num_epochs"
+            )
     maybe_initialize_distributed()
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     if jax.process_count() > 1 and run_dir is None:

@@ -242,7 +242,10 @@ def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waitin
     ]
     assert all(row.get("waiting_for_positions") for row in rows)
 
-    idle = TINY.with_overrides(["train_steps_per_epoch=0", "eval_opponents=", "num_epochs=2"])
+    # no training steps asked for, and fewer finished positions than a batch: not waiting
+    idle = TINY.with_overrides(
+        ["train_steps_per_epoch=0", "train_batch_size=120", "eval_opponents=", "num_epochs=2"]
+    )
     train(idle, tmp_path / "idle", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "idle" / "metrics.jsonl").read_text().splitlines()]
-    assert not any(row.get("waiting_for_positions") for row in rows[1:])
+    assert not any(row.get("waiting_for_positions") for row in rows) and len(rows) == 2

@@ -477,7 +477,7 @@ def _train(
                     )
                 t2 = time.perf_counter()
                 row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t_train, 1e-9)
-            elif waiting:
+            elif waiting and cfg.train_steps_per_epoch:  # (none asked for: not waiting)
                 row["waiting_for_positions"] = True
                 most_sampleable = max(most_sampleable, available)
                 # Episodes still running hold slots of the memory that cannot be sampled: once

@@ -55,3 +55,9 @@ def test_environments_in_the_batch_are_independent():
         REWARDS, VALUES, NEXT_VALUES, AT_1, NO, gamma=GAMMA, gae_lambda=LAMBDA
     )
     np.testing.assert_allclose(adv[:, :1], single, rtol=1e-6)
+    # and the second, never terminated, is not cut by the first one's termination
+    other, _ = truncated_gae(
+        2 * REWARDS, VALUES, NEXT_VALUES, NO, NO, gamma=GAMMA, gae_lambda=LAMBDA
+    )
+    np.testing.assert_allclose(adv[:, 1:], other, rtol=1e-6)
+    assert not np.allclose(other, single)

@@ -97,6 +97,9 @@ def test_evaluate_reports_episode_statistics(ppo, traced):
         "finished",
     }
     assert 0 < float(stats["length_mean"]) <= TINY.eval_max_steps
+    # CartPole pays 1 per step: the returns are the lengths
+    np.testing.assert_allclose(float(stats["return_mean"]), float(stats["length_mean"]))
+    assert float(stats["return_min"]) <= float(stats["return_mean"]) <= float(stats["return_max"])
 
 
 @pytest.mark.parametrize(("max_steps", "finished"), [(1, 0.0), (600, 1.0)])

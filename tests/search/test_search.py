@@ -181,13 +181,22 @@ def c4_search(connect_four):
     return s, jax.jit(s.search), jax.jit(s.advance)
 
 
-@given(seed=st.integers(0, 10_000), moves=st.lists(st.integers(0, 6), max_size=6))
-def test_invariants_hold_for_any_seed_and_position(c4_search, connect_four, seed, moves):
+@given(
+    seed=st.integers(0, 10_000),
+    moves=st.lists(st.integers(0, 6), max_size=6),
+    full_column=st.sampled_from([None, 0, 3, 6]),
+)
+def test_invariants_hold_for_any_seed_and_position(
+    c4_search, connect_four, seed, moves, full_column
+):
     s, search, advance = c4_search
+    if full_column is not None:  # six discs in one column (alternating: nobody wins there)
+        moves = [full_column] * 6 + [m for m in moves if m != full_column]
     states = play(connect_four, moves, batch=3)
     params = linear_params(connect_four, seed % 7)
     tree, out = search(s.init(3), params, states, jax.random.PRNGKey(seed), 1.0)
     mask = np.asarray(jax.vmap(connect_four.metadata)(states).action_mask)
+    assert (full_column is None) or not mask[:, full_column].any()  # an illegal move exists
     w = np.asarray(out.action_weights)
     assert np.all(w[~mask] == 0), "illegal actions get zero weight"
     np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
@@ -291,6 +300,22 @@ def test_illegal_actions_never_chosen_even_without_visits(tic_tac_toe):
     _, out = s.search(s.init(1), None, states, jax.random.PRNGKey(0), 0.0)
     assert int(out.action[0]) not in (0, 4, 8)
     assert float(out.action_weights[0, jnp.array([0, 4, 8])].sum()) == 0.0
+    # and with no visited child at all (the weights fall back to the prior): a legal move
+    from turbozero.search.selector import NodeView, visit_policy
+
+    mask = jnp.array([[False, True, True, False]])
+    root = NodeView(
+        prior_logits=jnp.array([[50.0, 0.0, 1.0, 50.0]]),
+        prior_probs=jnp.array([[0.0, 0.25, 0.75, 0.0]]),
+        mask=mask,
+        child_visits=jnp.zeros((1, 4), jnp.int32),
+        child_q=jnp.zeros((1, 4)),
+        node_visits=jnp.ones((1,), jnp.int32),
+        node_value=jnp.zeros((1,)),
+        raw_value=jnp.zeros((1,)),
+    )
+    weights, greedy = visit_policy(root)
+    assert weights.tolist() == [[0.0, 0.25, 0.75, 0.0]] and greedy.tolist() == [2]
 
 
 @pytest.mark.parametrize("name", ["puct", "muzero_puct"])
@@ -435,6 +460,15 @@ def test_tree_bytes_is_what_the_trees_take(tic_tac_toe):
 
     for env in (tic_tac_toe, envs.make("connect_four")):
         assert tree_bytes(env, 3, 5) == nbytes(init_tree(env, batch_size=3, max_nodes=5))
+    # by hand for tic-tac-toe (9 actions, 2 players), 3 games of 5 nodes, 4-byte numbers:
+    # edge rows 3 x 9, edge statistics 9 x 2, node statistics 2, node row 2 + 2, links 4, the
+    # packed state W words per node, and one next-free count per game
+    from turbozero.search.tree import state_codec
+
+    width = state_codec(tic_tac_toe).width
+    assert width is not None
+    per_node = 3 * 9 + 9 * 2 + 2 + (2 + 2) + 4 + width
+    assert tree_bytes(tic_tac_toe, 3, 5) == 4 * (3 * 5 * per_node + 3)
 
     # a state holding a typed PRNG key (NumPy cannot read its dtype)
     def init(key):
@@ -465,10 +499,25 @@ def test_tree_bytes_is_what_the_trees_take(tic_tac_toe):
     assert tree_bytes(keyed, 2, 4) == nbytes(init_tree(keyed, batch_size=2, max_nodes=4))
 
 
-def test_evaluation_selector_has_no_root_noise():
-    assert puct().without_noise().options["dirichlet_fraction"] == 0.0
-    assert muzero_puct().without_noise().options["dirichlet_fraction"] == 0.0
-    assert gumbel().without_noise().options["gumbel_scale"] == 0.0
+def test_evaluation_selector_has_no_root_noise(tic_tac_toe):
+    """Without noise a search is the same for every key (the game is deterministic); with
+    it, the keys change the visits."""
+    states = play(tic_tac_toe, [4], batch=4)
+    for rule in (puct(), muzero_puct(), gumbel(max_num_considered_actions=4)):
+        outs = {}
+        for noisy, selector in (("noisy", rule), ("quiet", rule.without_noise())):
+            s = make_search(
+                tic_tac_toe, linear_eval_fn(9), selector=selector, num_simulations=16, max_nodes=17
+            )
+            params = linear_params(tic_tac_toe, 1)
+            outs[noisy] = [
+                np.asarray(
+                    s.search(s.init(4), params, states, jax.random.PRNGKey(k))[1].visit_counts
+                )
+                for k in (0, 1)
+            ]
+        np.testing.assert_array_equal(*outs["quiet"])
+        assert not np.array_equal(*outs["noisy"]), rule.name
 
 
 @pytest.mark.parametrize(

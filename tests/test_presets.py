@@ -204,3 +204,21 @@ def test_an_opponent_count_in_other_digits_is_refused_naming_the_setting():
 
     with pytest.raises(ValueError, match="eval_opponents entry 'mcts:²'"):
         AlphaZeroConfig().with_overrides(["eval_opponents=mcts:²"])
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "eval_simulations=16777216",
+        "search.num_simulations=16777216",
+        "eval_opponents=random,mcts:3000000000",
+    ],
+)
+def test_simulation_counts_a_tree_cannot_hold_are_refused_by_their_own_name(setting):
+    """A search of N simulations holds N + 1 nodes, at most 2**24: larger counts were accepted
+    and refused later under the name max_nodes, which the user never set."""
+    from turbozero.alphazero.config import AlphaZeroConfig
+
+    key = setting.split("=")[0]
+    with pytest.raises(ValueError, match=rf"{key.split('.')[-1]}|mcts:3000000000"):
+        AlphaZeroConfig().with_overrides([setting])

@@ -59,6 +59,9 @@ def test_elo_tester_refuses_counts_below_one_naming_the_argument(kwargs):
     (name,) = kwargs
     with pytest.raises(ValueError, match=rf"ApproxEloTester\({name}\) must be an int >= 1"):
         ApproxEloTester(**kwargs)
+    if name == "num_opponents":  # the misspelt keyword, named as given
+        with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="num_opponenets"):
+            ApproxEloTester(num_opponenets=kwargs[name])
 
 
 def test_selectors_map_to_our_rules():
@@ -87,7 +90,7 @@ def test_selectors_map_to_our_rules():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"num_iterations": 0}, r"num_iterations must be in \[1, 2147483647\]"),
+        ({"num_iterations": 0}, r"num_iterations must be in \[1, 16777215\]"),
         ({"num_iterations": 8.5}, "num_iterations must be an int"),
         ({"max_nodes": 1}, r"max_nodes must be in \[2, 16777216\]"),
         ({"dirichlet_epsilon": 2.0}, r"dirichlet_epsilon must be a finite number in \[0, 1\]"),

@@ -271,6 +271,8 @@ class ApproxEloTester:
         *,
         num_opponenets: int | None = None,
     ):
+        # (errors name the argument given: the misspelling, when only it was)
+        given = "num_opponenets" if num_opponenets is not None and num_opponents is None else ""
         if num_opponenets is not None:
             warnings.warn(
                 "ApproxEloTester(num_opponenets=...) is misspelt; use num_opponents",
@@ -280,7 +282,7 @@ class ApproxEloTester:
             num_opponents = num_opponenets if num_opponents is None else num_opponents
         for name, value in (
             ("episodes_per_opponent", episodes_per_opponent),
-            ("num_opponents", 5 if num_opponents is None else num_opponents),
+            (given or "num_opponents", 5 if num_opponents is None else num_opponents),
         ):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(

@@ -16,7 +16,7 @@ from turbozero.config import (
 from turbozero.search.search import MAX_NODES
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
-OPPONENTS_HELP = "random | perfect | mcts:N (rollout MCTS with N simulations) | best"
+OPPONENTS_HELP = "random | perfect | mcts:N (rollout MCTS with N simulations, N < 2**24) | best"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +60,8 @@ class SearchConfig(Config):
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
-        check_range("search.num_simulations", self.num_simulations, low=1)
+        # (the searches hold num_simulations + 1 nodes where no max_nodes is given)
+        check_range("search.num_simulations", self.num_simulations, low=1, high=MAX_NODES - 1)
         check_range("search.max_nodes", self.max_nodes, low=2, high=MAX_NODES)
         check_range("search.c_puct", self.c_puct, low=0, low_inclusive=False)
         check_range("search.dirichlet_alpha", self.dirichlet_alpha, low=0, low_inclusive=False)
@@ -143,7 +144,7 @@ class AlphaZeroConfig(Config):
         check_range("eval_games", self.eval_games, low=2)
         if self.eval_games % 2:
             raise ValueError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
-        check_range("eval_simulations", self.eval_simulations, low=0)
+        check_range("eval_simulations", self.eval_simulations, low=0, high=MAX_NODES - 1)
         check_range("eval_opening_moves", self.eval_opening_moves, low=0)
         check_range("eval_network_opening_moves", self.eval_network_opening_moves, low=0)
         check_range("elo_pool_size", self.elo_pool_size, low=0)
@@ -163,7 +164,7 @@ class AlphaZeroConfig(Config):
                 opp.startswith("mcts:")
                 and opp[5:].isascii()
                 and opp[5:].isdigit()
-                and int(opp[5:]) > 0
+                and 0 < int(opp[5:]) < MAX_NODES
             )
             if not ok:
                 raise ValueError(f"eval_opponents entry {opp!r} is not one of: {OPPONENTS_HELP}")

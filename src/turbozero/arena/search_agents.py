@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from turbozero.arena.agents import Agent, AgentOutput, make_agent
 from turbozero.envs.core import Env
 from turbozero.search import Search, Selector, make_search, puct
+from turbozero.search.search import MAX_NODES
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 from turbozero.validate import check_count, check_number
 
@@ -46,7 +47,7 @@ def alphazero_agent(
 ) -> Agent:
     """Network + search; temperature 0 plays the search's best move; no root noise unless asked."""
     temperature = check_number("temperature", temperature, low=0.0)
-    num_simulations = check_count("num_simulations", num_simulations, low=1)
+    num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
     if max_nodes is not None:
         max_nodes = check_count("max_nodes", max_nodes, low=2)
     selector = selector or puct()
@@ -107,6 +108,7 @@ def rollout_mcts_agent(
     name: str | None = None,
 ) -> Agent:
     """Pure MCTS with random rollouts: a strength ladder that needs no network."""
+    num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
     search = make_search(
         env,
         state_eval_fn=rollout_value_fn(env),

@@ -298,8 +298,8 @@ def make_search(
     """
     if (eval_fn is None) == (state_eval_fn is None):
         raise ValueError("pass exactly one of eval_fn or state_eval_fn")
-    num_simulations = check_count("num_simulations", num_simulations, low=1)
-    # child indices and visit counts are stored as float32, exact below 2**24
+    # child indices and visit counts are stored as float32, exact up to 2**24
+    num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
     max_nodes = check_count("max_nodes", max_nodes, low=2, high=MAX_NODES)
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1], got {discount}")

@@ -56,3 +56,21 @@ def test_presets_are_registered_for_ppo(name):
     preset = get_preset(name)
     assert preset.algorithm == "ppo"
     assert isinstance(preset.make(), PPOConfig)
+
+
+def test_a_linear_decay_longer_than_int32_counts_is_refused_naming_its_factors():
+    """The decay counts optimizer steps in int32: 10**7 updates x 64 epochs x 4 minibatches
+    passed and failed with an OverflowError once the run directory was written."""
+    big = dict(num_updates=10**7, num_updates_per_eval=1, epochs=64, num_minibatches=4)
+    with pytest.raises(ConfigError, match="num_updates \\* epochs \\* num_minibatches"):
+        PPOConfig(**big)
+    PPOConfig(**big, lr_schedule="constant")
+
+
+def test_the_loader_never_picks_a_diverged_seed_as_the_best():
+    import numpy as np
+
+    from turbozero.ppo.load import best_seed
+
+    assert best_seed(np.array([np.nan, -50.0, -80.0])) == 1
+    assert best_seed(np.array([3.0, 9.0])) == 1 and best_seed(np.array([np.nan])) == 0

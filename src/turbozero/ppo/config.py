@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from turbozero.config import (
+    INT32_MAX,
     SEED_MAX,
     SEED_MIN,
     Config,
@@ -119,6 +120,14 @@ class PPOConfig(Config):
         check_range("init_log_std", self.init_log_std, low=-20.0, high=5.0)
         check_range("critic_lr", self.critic_lr, low=0.0, low_inclusive=False)
         check_choice("lr_schedule", self.lr_schedule, SCHEDULES)
+        steps = self.num_updates * self.epochs * self.num_minibatches
+        if self.lr_schedule == "linear" and steps > INT32_MAX:
+            # (the decay counts optimizer steps in int32 inside the compiled update)
+            raise ConfigError(
+                f"lr_schedule='linear' decays over num_updates * epochs * num_minibatches = "
+                f"{steps:,} optimizer steps, more than int32 holds ({INT32_MAX:,}): lower one "
+                f"of the three, or use lr_schedule='constant'"
+            )
         check_range("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
         check_range("adam_eps", self.adam_eps, low=0.0, low_inclusive=False)
         check_range("obs_clip", self.obs_clip, low=0.0, low_inclusive=False)

@@ -118,6 +118,11 @@ class LoadedAgent(NamedTuple):
         return self.agent.act(states, key)
 
 
+def best_seed(scores: np.ndarray) -> int:
+    """The seed with the highest evaluation return; a diverged one (NaN) only if all are."""
+    return int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
+
+
 def _restore(
     path: str | os.PathLike[str], which: str, seed: int | None, step: int | None
 ) -> tuple[PPO, PPOAgentParams, int, int]:
@@ -144,7 +149,7 @@ def _restore(
         per_seed = meta.get("eval", {}).get("eval/return_per_seed")
         scores = np.asarray(per_seed if per_seed else np.zeros(config.num_seeds), np.float64)
     if seed is None:
-        seed = int(np.argmax(scores))
+        seed = best_seed(scores)
     one = jax.tree.map(lambda x: x[seed], PPOAgentParams(params, stats))
     return ppo, one, seed, int(step)
 

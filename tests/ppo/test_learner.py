@@ -226,3 +226,35 @@ def test_episode_statistics_over_devices_are_per_episode_when_few_episodes_end()
             expected = np.sum(per_member * episodes) / episodes.sum()
             np.testing.assert_allclose(np.asarray(joint[name])[:, 0], expected, rtol=1e-5)
     assert checked > 0
+
+
+def test_a_grid_of_hyperparameters_trains_in_one_program_as_each_would_alone():
+    """A `vmap` over stacked `Hyperparams` (and states) trains one agent per member: member i
+    ends where a run with member i's numbers alone ends, and members differ."""
+    from turbozero.ppo import stack_hyperparams
+
+    cfg = dataclasses.replace(TINY, normalize_observations=False, num_updates_per_eval=2)
+    ppo = make_ppo(cfg)
+    members = [
+        ppo.hyperparams,
+        ppo.hyperparams._replace(actor_lr=3e-2, ent_coef=0.05, gamma=0.9),
+        ppo.hyperparams._replace(critic_lr=1e-2, clip_eps=0.1, value_clip_eps=0.0),
+    ]
+    grid = stack_hyperparams(members)
+    key = jax.random.PRNGKey(4)
+    state = jax.jit(ppo.init)(key)
+    states = jax.tree.map(lambda x: np.stack([x] * len(members)), state)  # the same start
+    together, _ = jax.jit(jax.vmap(ppo.update))(states, grid)
+    update = jax.jit(ppo.update)
+    for i, member in enumerate(members):
+        alone, _ = update(state, jax.tree.map(lambda x, i=i: x[i], grid))
+        for a, b in zip(jax.tree.leaves(alone.params), jax.tree.leaves(together.params)):
+            np.testing.assert_allclose(a, b[i], rtol=2e-5, atol=1e-6)
+    first = jax.tree.leaves(together.params)
+    assert not np.allclose(first[0][0], first[0][1]) and not np.allclose(first[-1][0], first[-1][2])
+    # the config's numbers, as Python floats (the default) or as a member: the same agent
+    plain, _ = update(state)
+    for a, b in zip(jax.tree.leaves(plain.params), jax.tree.leaves(together.params)):
+        np.testing.assert_allclose(a, b[0], rtol=2e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="gamma"):
+        stack_hyperparams([ppo.hyperparams._replace(gamma=1.5)])

@@ -6,7 +6,15 @@ Importing this package registers the PPO presets (`ppo_cartpole`, `ppo_acrobot`,
 from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, StepOutput, make_autoreset
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.gae import truncated_gae
-from turbozero.ppo.learner import PPO, LearnerState, Transition, absolute_evaluate, make_ppo
+from turbozero.ppo.learner import (
+    PPO,
+    Hyperparams,
+    LearnerState,
+    Transition,
+    absolute_evaluate,
+    make_ppo,
+    stack_hyperparams,
+)
 from turbozero.ppo.load import LoadedAgent, PPOAgentParams, evaluate_run, load_agent
 from turbozero.ppo.losses import (
     clipped_value_loss,
@@ -33,6 +41,7 @@ __all__ = [
     "Categorical",
     "CheckpointState",
     "DiagGaussian",
+    "Hyperparams",
     "LearnerState",
     "LoadedAgent",
     "PPOAgentParams",
@@ -50,6 +59,7 @@ __all__ = [
     "make_ppo",
     "ppo_clip_loss",
     "ppo_kl_penalty_loss",
+    "stack_hyperparams",
     "train_ppo",
     "truncated_gae",
 ]

@@ -32,8 +32,8 @@ def truncated_gae(
     terminated: Array,
     truncated: Array,
     *,
-    gamma: float,
-    gae_lambda: float,
+    gamma: float | Array,
+    gae_lambda: float | Array,
 ) -> tuple[Array, Array]:
     """Advantages and value targets of a time-major rollout.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -95,13 +95,56 @@ class Transition(NamedTuple):
     episode_length: Array  # [E]
 
 
+class Hyperparams(NamedTuple):
+    """The numbers of the update that may differ between agents trained in one program.
+
+    `update(state, hyperparams)` reads them as (traced) values, so a `vmap` over a stacked
+    `Hyperparams` `[G]` (with states `[G]`) trains a grid of agents at once, as a `vmap` over
+    keys trains seeds. `ppo.hyperparams` holds the config's; `_replace` and `stack_hyperparams`
+    make others. The learning rates scale the optimizer's step, whose linear decay (its
+    fraction of the run) is the config's for every member.
+    """
+
+    actor_lr: Array | float
+    critic_lr: Array | float
+    ent_coef: Array | float
+    vf_coef: Array | float
+    clip_eps: Array | float
+    kl_coef: Array | float
+    value_clip_eps: Array | float
+    gamma: Array | float
+    gae_lambda: Array | float
+    reward_scale: Array | float
+
+
+def hyperparams_of(cfg: PPOConfig) -> Hyperparams:
+    """The config's `Hyperparams` (Python floats)."""
+    return Hyperparams(*(float(getattr(cfg, name)) for name in Hyperparams._fields))
+
+
+def stack_hyperparams(members: Sequence[Hyperparams]) -> Hyperparams:
+    """`Hyperparams` of `[G]` float32 arrays from `G` members (for `vmap`).
+
+    Raises:
+        ValueError: for no members, or a value out of the range the config allows.
+    """
+    if not members:
+        raise ValueError("stack_hyperparams needs at least one member")
+    for m in members:  # the config's checks, by name
+        PPOConfig(**{name: float(v) for name, v in m._asdict().items()})  # type: ignore[arg-type]
+    return Hyperparams(
+        *(jnp.asarray([float(m[i]) for m in members], jnp.float32) for i in range(len(members[0])))
+    )
+
+
 class PPO(NamedTuple):
     """The pure functions of a PPO learner (compile them at the top).
 
     Attributes:
         init: `init(key) -> LearnerState`; `key` is consumed.
-        update: `update(state) -> (state, metrics)`; runs `num_updates_per_eval` updates; every
-            metric is `[U]`.
+        update: `update(state, hyperparams=None) -> (state, metrics)`; runs
+            `num_updates_per_eval` updates; every metric is `[U]`; `hyperparams` default to
+            `hyperparams` below (the config's), a `vmap` over stacked ones trains a grid.
         evaluate: `evaluate(params, obs_stats, key, *, num_episodes=None) -> dict` of episode
             return/length statistics over `num_episodes` (default `config.eval_episodes`) fresh
             evaluation environments, and `finished`, the fraction of episodes that ended within
@@ -112,15 +155,17 @@ class PPO(NamedTuple):
         network: the actor-critic functions.
         env: the environment.
         config: the configuration.
+        hyperparams: the config's `Hyperparams`.
     """
 
     init: Callable[[PRNGKey], LearnerState]
-    update: Callable[[LearnerState], tuple[LearnerState, dict[str, Array]]]
+    update: Callable[..., tuple[LearnerState, dict[str, Array]]]
     evaluate: Callable[..., dict[str, Array]]
     act: Callable[..., Array]
     network: ActorCritic
     env: Env
     config: PPOConfig
+    hyperparams: Hyperparams
 
 
 def _mask_policy(dist: Distribution, mask: Array | None) -> Distribution:
@@ -204,16 +249,18 @@ def make_ppo(
     high = None if env.action_high is None else jnp.asarray(env.action_high, jnp.float32)
     num_steps_opt = cfg.num_updates * cfg.epochs * cfg.num_minibatches
 
-    def make_optimizer(lr: float) -> optax.GradientTransformation:
+    def make_optimizer() -> optax.GradientTransformation:
+        """Adam at a learning rate of 1 (decaying linearly to 0 over the run's optimizer steps
+        with `lr_schedule="linear"`); the update scales its step by the member's rate."""
         schedule = (
-            optax.linear_schedule(lr, 0.0, num_steps_opt) if cfg.lr_schedule == "linear" else lr
+            optax.linear_schedule(1.0, 0.0, num_steps_opt) if cfg.lr_schedule == "linear" else 1.0
         )
         return optax.chain(
             optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(schedule, eps=cfg.adam_eps)
         )
 
-    actor_opt = make_optimizer(cfg.actor_lr)
-    critic_opt = make_optimizer(cfg.critic_lr)
+    actor_opt = critic_opt = make_optimizer()
+    default_hp = hyperparams_of(cfg)
 
     def norm(stats: obs_norm.RunningStats, obs: Array) -> Array:
         if not cfg.normalize_observations:
@@ -377,11 +424,11 @@ def make_ppo(
     def pmean(x: PyTree) -> PyTree:
         return x if axis_name is None else jax.lax.pmean(x, axis_name)
 
-    def actor_loss(actor_params: PyTree, mb: Transition, advantages: Array):
+    def actor_loss(actor_params: PyTree, mb: Transition, advantages: Array, hp: Hyperparams):
         dist = _mask_policy(network.policy(actor_params, mb.obs), mb.action_mask)
         log_prob = dist.log_prob(mb.action)
         if cfg.loss == "clip":
-            loss, info = ppo_clip_loss(log_prob, mb.log_prob, advantages, clip_eps=cfg.clip_eps)
+            loss, info = ppo_clip_loss(log_prob, mb.log_prob, advantages, clip_eps=hp.clip_eps)
         else:
             old = mb.old_policy
             assert old is not None
@@ -392,25 +439,31 @@ def make_ppo(
                 assert isinstance(dist, DiagGaussian)
                 kl = old.kl(dist)
             loss, info = ppo_kl_penalty_loss(
-                log_prob, mb.log_prob, advantages, kl, kl_coef=cfg.kl_coef
+                log_prob, mb.log_prob, advantages, kl, kl_coef=hp.kl_coef
             )
         entropy = dist.entropy()
-        total = loss + entropy_bonus(entropy, coef=cfg.ent_coef)
+        total = loss + entropy_bonus(entropy, coef=hp.ent_coef)
         return total, {"actor_loss": loss, "entropy": jnp.mean(entropy), **info}
 
-    def critic_loss(critic_params: PyTree, mb: Transition, targets: Array):
+    def critic_loss(critic_params: PyTree, mb: Transition, targets: Array, hp: Hyperparams):
         values = network.value(critic_params, mb.obs)
-        loss = clipped_value_loss(values, mb.value, targets, clip_eps=cfg.value_clip_eps)
-        return cfg.vf_coef * loss, {"value_loss": loss}
+        loss = clipped_value_loss(values, mb.value, targets, clip_eps=hp.value_clip_eps)
+        return hp.vf_coef * loss, {"value_loss": loss}
 
-    def minibatch_step(carry, batch):
+    def minibatch_step(carry, batch, hp: Hyperparams):
         params, actor_os, critic_os = carry
         mb, advantages, targets = batch
-        actor_grads, actor_info = jax.grad(actor_loss, has_aux=True)(params.actor, mb, advantages)
-        critic_grads, critic_info = jax.grad(critic_loss, has_aux=True)(params.critic, mb, targets)
+        actor_grads, actor_info = jax.grad(actor_loss, has_aux=True)(
+            params.actor, mb, advantages, hp
+        )
+        critic_grads, critic_info = jax.grad(critic_loss, has_aux=True)(
+            params.critic, mb, targets, hp
+        )
         actor_grads, critic_grads = pmean((actor_grads, critic_grads))
         a_updates, actor_os = actor_opt.update(actor_grads, actor_os, params.actor)
         c_updates, critic_os = critic_opt.update(critic_grads, critic_os, params.critic)
+        a_updates = jax.tree.map(lambda u: u * hp.actor_lr, a_updates)
+        c_updates = jax.tree.map(lambda u: u * hp.critic_lr, c_updates)
         params = ActorCriticParams(
             optax.apply_updates(params.actor, a_updates),
             optax.apply_updates(params.critic, c_updates),
@@ -423,7 +476,7 @@ def make_ppo(
         }
         return (params, actor_os, critic_os), info
 
-    def one_update(state: LearnerState, _: None) -> tuple[LearnerState, dict[str, Array]]:
+    def one_update(state: LearnerState, hp: Hyperparams) -> tuple[LearnerState, dict[str, Array]]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
         env_state, traj = rollout(state, rollout_key)
         stats = state.obs_stats
@@ -432,13 +485,13 @@ def make_ppo(
             state.params.critic, norm(stats, _flatten_time(traj.next_obs))
         ).reshape(traj.value.shape)
         advantages, targets = truncated_gae(
-            traj.reward * cfg.reward_scale,
+            traj.reward * hp.reward_scale,
             traj.value,
             next_values,
             traj.terminated,
             traj.truncated,
-            gamma=cfg.gamma,
-            gae_lambda=cfg.gae_lambda,
+            gamma=hp.gamma,
+            gae_lambda=hp.gae_lambda,
         )
         if cfg.standardize_advantages:
             mean = pmean(jnp.mean(advantages))
@@ -461,7 +514,7 @@ def make_ppo(
                 ),
                 batch,
             )
-            return jax.lax.scan(minibatch_step, carry, shuffled)
+            return jax.lax.scan(functools.partial(minibatch_step, hp=hp), carry, shuffled)
 
         (params, actor_os, critic_os), info = jax.lax.scan(
             epoch,
@@ -492,8 +545,11 @@ def make_ppo(
         )
         return new, metrics
 
-    def update(state: LearnerState) -> tuple[LearnerState, dict[str, Array]]:
-        return jax.lax.scan(one_update, state, None, cfg.num_updates_per_eval)
+    def update(
+        state: LearnerState, hyperparams: Hyperparams | None = None
+    ) -> tuple[LearnerState, dict[str, Array]]:
+        hp = default_hp if hyperparams is None else hyperparams
+        return jax.lax.scan(lambda s, _: one_update(s, hp), state, None, cfg.num_updates_per_eval)
 
     # ----------------------------------------------------------------------------- evaluate
 
@@ -549,6 +605,7 @@ def make_ppo(
         network=network,
         env=env,
         config=cfg,
+        hyperparams=default_hp,
     )
 
 

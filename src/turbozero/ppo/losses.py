@@ -15,7 +15,7 @@ from turbozero.types import Array
 
 
 def ppo_clip_loss(
-    log_prob: Array, old_log_prob: Array, advantages: Array, *, clip_eps: float
+    log_prob: Array, old_log_prob: Array, advantages: Array, *, clip_eps: float | Array
 ) -> tuple[Array, dict[str, Array]]:
     """Clipped surrogate policy loss.
 
@@ -42,7 +42,7 @@ def ppo_clip_loss(
 
 
 def ppo_kl_penalty_loss(
-    log_prob: Array, old_log_prob: Array, advantages: Array, kl: Array, *, kl_coef: float
+    log_prob: Array, old_log_prob: Array, advantages: Array, kl: Array, *, kl_coef: float | Array
 ) -> tuple[Array, dict[str, Array]]:
     """Surrogate with a KL penalty instead of clipping.
 
@@ -62,7 +62,7 @@ def ppo_kl_penalty_loss(
 
 
 def clipped_value_loss(
-    values: Array, old_values: Array, targets: Array, *, clip_eps: float | None
+    values: Array, old_values: Array, targets: Array, *, clip_eps: float | Array | None
 ) -> Array:
     """Half mean squared error to `targets [M]`, pessimistic over the clipped prediction.
 
@@ -73,12 +73,14 @@ def clipped_value_loss(
         clip_eps: radius around `old_values`; None or 0 gives the plain half squared error.
     """
     loss = jnp.square(values - targets)
-    if clip_eps:
-        clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
-        loss = jnp.maximum(loss, jnp.square(clipped - targets))
+    if clip_eps is None or (isinstance(clip_eps, int | float) and not clip_eps):
+        return 0.5 * jnp.mean(loss)
+    clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
+    # (a traced `clip_eps`, one per member of a grid, may be 0 too)
+    loss = jnp.where(clip_eps > 0, jnp.maximum(loss, jnp.square(clipped - targets)), loss)
     return 0.5 * jnp.mean(loss)
 
 
-def entropy_bonus(entropy: Array, *, coef: float) -> Array:
+def entropy_bonus(entropy: Array, *, coef: float | Array) -> Array:
     """The loss term `-coef * mean(entropy [M])` that rewards exploration."""
     return -coef * jnp.mean(entropy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import numpy as np
@@ -246,15 +247,16 @@ def test_a_grid_of_hyperparameters_trains_in_one_program_as_each_would_alone():
     states = jax.tree.map(lambda x: np.stack([x] * len(members)), state)  # the same start
     together, _ = jax.jit(jax.vmap(ppo.update))(states, grid)
     update = jax.jit(ppo.update)
-    for i, member in enumerate(members):
-        alone, _ = update(state, jax.tree.map(lambda x, i=i: x[i], grid))
-        for a, b in zip(jax.tree.leaves(alone.params), jax.tree.leaves(together.params)):
+    for i, member in enumerate(members):  # alone: its numbers as Python floats, not traced
+        alone, _ = jax.jit(functools.partial(ppo.update, hyperparams=member))(state)
+        leaves = zip(jax.tree.leaves(alone.params), jax.tree.leaves(together.params), strict=True)
+        for a, b in leaves:
             np.testing.assert_allclose(a, b[i], rtol=2e-5, atol=1e-6)
     first = jax.tree.leaves(together.params)
     assert not np.allclose(first[0][0], first[0][1]) and not np.allclose(first[-1][0], first[-1][2])
     # the config's numbers, as Python floats (the default) or as a member: the same agent
     plain, _ = update(state)
-    for a, b in zip(jax.tree.leaves(plain.params), jax.tree.leaves(together.params)):
+    for a, b in zip(jax.tree.leaves(plain.params), jax.tree.leaves(together.params), strict=True):
         np.testing.assert_allclose(a, b[0], rtol=2e-5, atol=1e-6)
     with pytest.raises(ValueError, match="gamma"):
         stack_hyperparams([ppo.hyperparams._replace(gamma=1.5)])

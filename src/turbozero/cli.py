@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from turbozero.config import PRESETS, SEED_MAX, SEED_MIN, ConfigError, get_preset
+from turbozero.config import INT32_MAX, PRESETS, SEED_MAX, SEED_MIN, ConfigError, get_preset
 from turbozero.io.errors import CheckpointError
 
 
@@ -93,6 +93,9 @@ def _opponent(spec: str, env, simulations: int | None):
     raise ConfigError(f"--vs must be random, perfect, mcts:N or a run directory, got {spec!r}")
 
 
+MAX_EVAL_GAMES = 1 << 20  # games of one evaluation, played as one batch
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     import json
 
@@ -101,15 +104,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import turbozero
     from turbozero.arena import play_match
     from turbozero.io import enable_compilation_cache
+    from turbozero.search.search import MAX_NODES
 
-    if args.simulations is not None and args.simulations < 1:
-        raise ConfigError(f"--simulations must be >= 1, got {args.simulations}")
-    if args.games < 1:
-        raise ConfigError(f"--games must be >= 1, got {args.games}")
-    if args.opening_moves is not None and args.opening_moves < 0:
-        raise ConfigError(f"--opening-moves must be >= 0, got {args.opening_moves}")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
+    # (counts reach the compiled match as int32; games are a batch held in memory at once)
+    for flag, value, low, high in (
+        ("--simulations", args.simulations, 1, MAX_NODES - 1),
+        ("--games", args.games, 1, MAX_EVAL_GAMES),
+        ("--opening-moves", args.opening_moves, 0, INT32_MAX),
+        ("--max-steps", args.max_steps, 1, INT32_MAX),
+    ):
+        if value is not None and not low <= value <= high:
+            raise ConfigError(f"{flag} must be in [{low}, {high}], got {value}")
     if not SEED_MIN <= args.seed <= SEED_MAX:
         raise ConfigError(f"--seed must be in [{SEED_MIN}, {SEED_MAX}], got {args.seed}")
     if args.simulations is not None:
@@ -321,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         "--which",
         default="best",
         choices=["best", "latest"],
-        help="the best network so far (default) or the latest (a checkpoint path names its own)",
+        help="the best network so far (default) or the latest; with a checkpoint path, "
+        "AlphaZero plays that checkpoint's network and PPO that checkpoint's best (default) or "
+        "latest parameters",
     )
     v.add_argument(
         "--max-steps",
@@ -381,13 +388,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args))
     except KeyboardInterrupt:
-        # a second Ctrl-C (the first finishes the epoch and saves): what was saved stays
-        print(
-            "\ninterrupted (the last checkpoint is kept: --resume goes on from it)", file=sys.stderr
-        )
+        # training: a second Ctrl-C (the first finishes the epoch and saves); what was saved
+        # stays. The other commands save nothing.
+        kept = " (the last checkpoint is kept: --resume goes on from it)"
+        print(f"\ninterrupted{kept if args.command == 'train' else ''}", file=sys.stderr)
         return 130
     except (ConfigError, CheckpointError, FileExistsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (NotADirectoryError, PermissionError, IsADirectoryError) as err:
+        # a path that cannot be a run directory (under a file, not writable): the user's input
+        print(f"error: {err.strerror}: {err.filename!r}", file=sys.stderr)
         return 2
     except FloatingPointError as err:  # training diverged; what was saved before stays
         print(f"error: {err}", file=sys.stderr)

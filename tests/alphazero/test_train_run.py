@@ -94,6 +94,15 @@ def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     assert cut["truncated"] == 2 and cut["draws"] == 2 and cut["mean_length"] == 1
     assert main(["eval", str(run), "--seed", "99999999999999999999999"]) == 2
     assert "--seed must be in [-2147483648, 4294967295]" in capsys.readouterr().err
+    # counts the compiled match cannot hold: one line each, before anything is built
+    for flag, value in (("--opening-moves", "99999999999"), ("--max-steps", "99999999999")):
+        assert main(["eval", str(run), flag, value]) == 2
+        assert f"{flag} must be in [" in capsys.readouterr().err
+    assert main(["eval", str(run), "--games", "99999999999998"]) == 2
+    assert "--games must be in [1, 1048576]" in capsys.readouterr().err
+    # a path inside the run that does not exist is not the run itself
+    assert main(["eval", str(run / "typo")]) == 2
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_zero_simulations_are_refused_not_read_as_the_default(full_run, capsys):
@@ -184,6 +193,19 @@ def test_cli_resume_starts_from_the_runs_own_config(full_run, tmp_path, capsys):
     assert "(saved, given): {'search.c_puct': (1.25, 2.0)}" in err and "may change only" in err
     assert main(["train", "connect_four", "--out", str(run), "--resume"]) == 2
     assert "is a run of preset 'test', not 'connect_four'" in capsys.readouterr().err
+    # an end below the epochs done is refused, and config.json keeps the end it had
+    assert main(["train", "--out", str(run), "--resume", "--set", "num_epochs=2"]) == 2
+    assert "num_epochs=2 is below the 3 epochs this run has done" in capsys.readouterr().err
+    assert RunDir(run).read_json("config.json")["config"]["num_epochs"] == 3
+
+
+def test_a_run_directory_that_cannot_be_made_is_one_line_of_error(tmp_path, capsys):
+    from turbozero.cli import main
+
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["train", "tic_tac_toe", "--out", str(tmp_path / "file" / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Not a directory") and "Traceback" not in err
 
 
 def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys):
@@ -194,10 +216,15 @@ def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys):
     def abort(args):
         raise KeyboardInterrupt
 
+    monkeypatch.setattr(cli, "cmd_train", abort)
+    assert cli.main(["train", "tic_tac_toe"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (the last checkpoint is kept" in err and "Traceback" not in err
+    # the other commands keep nothing: no word of checkpoints there
     monkeypatch.setattr(cli, "cmd_plot", abort)
     assert cli.main(["plot", "anywhere"]) == 130
     err = capsys.readouterr().err
-    assert "interrupted (the last checkpoint is kept" in err and "Traceback" not in err
+    assert err.strip() == "interrupted"
 
 
 @pytest.mark.parametrize("num_epochs", [0, -3, 1.5, 3])

@@ -215,6 +215,13 @@ def _open_run_dir(
                 f"the parts given differ from those the run was trained with (saved, given): "
                 f"{other}; a resumed run must be given the same game, network and loss"
             )
+        done = [int(p.name) for p in rd.checkpoints.glob("*") if p.name.isdecimal()]
+        if done and config.num_epochs < max(done):
+            # (checked before config.json is rewritten: it would record an end already passed)
+            raise ValueError(
+                f"num_epochs={config.num_epochs} is below the {max(done)} epochs this run has "
+                f"done; a resumed run can only go on (a larger num_epochs) or stop where it is"
+            )
         preset = saved.get("preset", preset)
         if diff:  # the run directory records the settings it now runs with
             rd.write_json("config.json", {**saved, "config": config.to_dict()})

@@ -231,6 +231,8 @@ def _replace_durably(target: Path, text: str) -> None:
 def find_run_dir(path: str | os.PathLike[str]) -> RunDir:
     """The run directory named by `path` or holding it (a checkpoint inside `checkpoints/`)."""
     p = Path(path)
+    if not p.exists():  # (a typo inside a run must not fall back to the run itself)
+        raise FileNotFoundError(f"{str(path)!r} does not exist")
     for candidate in (p, p.parent, p.parent.parent):
         if RunDir(candidate).is_run():
             return RunDir(candidate)

@@ -10,6 +10,7 @@ from typing import Any
 
 from turbozero.config import INT32_MAX, PRESETS, SEED_MAX, SEED_MIN, ConfigError, get_preset
 from turbozero.io.errors import CheckpointError
+from turbozero.validate import is_digits
 
 
 def _load_presets() -> None:
@@ -80,7 +81,7 @@ def _opponent(spec: str, env, simulations: int | None):
         return perfect_agent(env)
     if spec.startswith("mcts:"):
         n = spec[5:]
-        if not (n.isascii() and n.isdigit()) or int(n) < 1:
+        if not is_digits(n) or int(n) < 1:
             raise ConfigError(f"--vs mcts:N needs a positive simulation count, got {spec!r}")
         return rollout_mcts_agent(env, num_simulations=int(n))
     if Path(spec).exists():

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import os
 
+from turbozero.validate import is_digits
+
 _INITIALIZED = False
 
 
 def _count(name: str, low: int) -> int:
     """The integer >= `low` in environment variable `name`, else a `ValueError` naming it."""
     value = os.environ.get(name)
-    if (
-        value is None
-        or not (value.strip().isascii() and value.strip().isdigit())
-        or int(value) < low
-    ):
+    if value is None or not is_digits(value.strip()) or int(value) < low:
         raise ValueError(
             f"TURBOZERO_COORDINATOR is set, so {name} must be an integer >= {low} "
             f"(see docs/distributed.md), got {value!r}"

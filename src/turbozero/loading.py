@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from turbozero.io.rundir import RunDir, find_run_dir
-from turbozero.validate import check_count, check_number
+from turbozero.validate import check_count, check_number, is_digits
 
 
 def run_algorithm(path: str | Path) -> tuple[RunDir, str]:
@@ -63,11 +63,7 @@ def load_agent(
             )
 
         p = Path(path)
-        step = (
-            int(p.name)
-            if p.absolute() != rd.path.absolute() and p.name.isascii() and p.name.isdigit()
-            else None
-        )
+        step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
         return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)
     from turbozero.alphazero.load import load_agent as load_az
 

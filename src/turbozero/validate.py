@@ -24,9 +24,14 @@ def check_number(name: str, value: Any, *, low: float, strict: bool = False) -> 
 def check_count(name: str, value: Any, *, low: int, high: int | None = None) -> int:
     """`value` as an int when it is an integer (NumPy's too, not a bool) `>= low` (and
     `<= high` when given), else a `ValueError` naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
+    if not (ok and low <= int(value) and (high is None or int(value) <= high)):
         above = "" if high is None else f" and <= {high}"
         raise ValueError(f"{name} must be an int >= {low}{above}, got {value!r}")
-    if high is not None and int(value) > high:
-        raise ValueError(f"{name} must be an int >= {low} and <= {high}, got {value!r}")
     return int(value)
+
+
+def is_digits(text: str) -> bool:
+    """Whether `text` is a non-empty run of ASCII digits (`str.isdigit` also takes "²",
+    which `int` refuses, and `str.isdecimal` other scripts' digits)."""
+    return text.isascii() and text.isdigit()

@@ -14,6 +14,7 @@ from turbozero.config import (
     register_preset,
 )
 from turbozero.search.search import MAX_NODES
+from turbozero.validate import is_digits
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
 OPPONENTS_HELP = "random | perfect | mcts:N (rollout MCTS with N simulations, N < 2**24) | best"
@@ -161,10 +162,7 @@ class AlphaZeroConfig(Config):
             check_range("keep_checkpoints", self.keep_checkpoints, low=1)
         for opp in self.eval_opponents:
             ok = opp in ("random", "perfect", "best") or (
-                opp.startswith("mcts:")
-                and opp[5:].isascii()
-                and opp[5:].isdigit()
-                and 0 < int(opp[5:]) < MAX_NODES
+                opp.startswith("mcts:") and is_digits(opp[5:]) and 0 < int(opp[5:]) < MAX_NODES
             )
             if not ok:
                 raise ValueError(f"eval_opponents entry {opp!r} is not one of: {OPPONENTS_HELP}")

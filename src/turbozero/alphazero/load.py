@@ -18,6 +18,7 @@ from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import find_run_dir
 from turbozero.nets import init_params
 from turbozero.types import Array, PRNGKey, PyTree
+from turbozero.validate import is_digits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,14 +110,12 @@ def load_agent(
     step: int | None = None
     # the best network from a training checkpoint (which also holds it) when `best/` has none
     best_of_checkpoint = False
-    if p != rd.path and p.name.isascii() and p.name.isdigit():
+    if p != rd.path and is_digits(p.name):
         directory, step = p.parent, int(p.name)
     else:
         directory = rd.path / "best" if which == "best" else rd.checkpoints
         # (a save cut short leaves `N.orbax-checkpoint-tmp...`, which holds no network)
-        if which == "best" and not any(
-            p.name.isascii() and p.name.isdigit() for p in directory.glob("*")
-        ):
+        if which == "best" and not any(is_digits(p.name) for p in directory.glob("*")):
             directory, best_of_checkpoint = rd.checkpoints, True
     ck = Checkpointer(directory)
     try:

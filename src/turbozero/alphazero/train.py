@@ -31,7 +31,7 @@ from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
 from turbozero.nets import param_count
 from turbozero.search import compiler_options, tree_bytes
-from turbozero.validate import check_count
+from turbozero.validate import check_count, is_digits
 
 ALGORITHM = "alphazero"
 
@@ -215,7 +215,7 @@ def _open_run_dir(
                 f"the parts given differ from those the run was trained with (saved, given): "
                 f"{other}; a resumed run must be given the same game, network and loss"
             )
-        done = [int(p.name) for p in rd.checkpoints.glob("*") if p.name.isdecimal()]
+        done = [int(p.name) for p in rd.checkpoints.glob("*") if is_digits(p.name)]
         if done and config.num_epochs < max(done):
             # (checked before config.json is rewritten: it would record an end already passed)
             raise ValueError(

@@ -37,6 +37,7 @@ from turbozero.arena.agents import runs_search
 from turbozero.envs.core import Env
 from turbozero.search import compiler_options
 from turbozero.types import PyTree, StepMetadata
+from turbozero.validate import is_digits
 
 HOST = "127.0.0.1"
 TOP_MOVES = 5
@@ -414,7 +415,7 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
 
         def _body(self) -> dict[str, Any]:
             given = (self.headers.get("Content-Length") or "0").strip()
-            if not (given.isascii() and given.isdecimal()):
+            if not is_digits(given):
                 raise IllegalMoveError(f"Content-Length must be a byte count, got {given!r}")
             length = int(given)
             if length > MAX_BODY_BYTES:

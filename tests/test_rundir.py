@@ -81,3 +81,45 @@ def test_a_filesystem_without_locks_warns_and_trains_unguarded(tmp_path, monkeyp
     run = RunDir(tmp_path / "run").create()
     with pytest.warns(RuntimeWarning, match="cannot be locked"), run.lock():
         pass
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{bad", "is not valid JSON"),
+        ("[1, 2]", "holds a JSON list"),
+        ('{"config": {}}', "names no algorithm"),
+        ('{"algorithm": "dqn", "config": {}}', "names no algorithm"),
+        ('{"algorithm": "alphazero"}', "has no 'config' object"),
+        ('{"algorithm": "ppo", "config": [1]}', "has no 'config' object"),
+    ],
+)
+def test_a_damaged_config_json_is_refused_by_name_by_every_command(tmp_path, capsys, text, says):
+    from turbozero.cli import main
+    from turbozero.io.errors import DamagedRunError
+
+    run = RunDir(tmp_path / "run").create()
+    run.config_path.write_text(text)
+    with pytest.raises(DamagedRunError, match=says):
+        run.read_config()
+    for argv in (
+        ["eval", str(run.path)],
+        ["play", str(run.path)],
+        ["train", "--out", str(run.path), "--resume"],
+    ):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "config.json" in err and says in err, (argv, err)
+        assert "Traceback" not in err
+
+
+def test_read_config_names_the_algorithm_asked_for(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    run.config_path.write_text('{"algorithm": "ppo", "config": {}, "preset": null}')
+    assert run.read_config()["algorithm"] == "ppo"
+    assert run.read_config("ppo")["config"] == {}
+    with pytest.raises(ValueError, match="is a 'ppo' run, not 'alphazero'"):
+        run.read_config("alphazero")
+    with pytest.raises(FileNotFoundError, match=r"no config\.json"):
+        RunDir(tmp_path / "none").read_config()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from turbozero.config import INT32_MAX, PRESETS, SEED_MAX, SEED_MIN, ConfigError, get_preset
-from turbozero.io.errors import CheckpointError
+from turbozero.io.errors import CheckpointError, DamagedRunError
 from turbozero.validate import is_digits
 
 
@@ -29,7 +29,7 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
     if not RunDir(args.out).is_run():
         raise FileNotFoundError(f"{args.out!r} is not a run directory (no config.json) to resume")
     rd, algorithm = run_algorithm(args.out)
-    saved = rd.read_json("config.json")
+    saved = rd.read_config(algorithm)
     classes: dict[str, Any] = {"alphazero": AlphaZeroConfig, "ppo": PPOConfig}
     preset = saved.get("preset")
     if args.preset and preset and args.preset != preset:
@@ -154,8 +154,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ConfigError(f"--games must be even (sides are swapped), got {args.games}")
         vs = args.vs or "random"
         opp = _opponent(vs, env, args.simulations)
-        if args.opening_moves is None:
-            args.opening_moves = 2
+        if args.opening_moves is None:  # the default leaves the agent at least one move
+            args.opening_moves = 2 if args.max_steps is None else min(2, args.max_steps - 1)
+        elif args.max_steps is not None and args.opening_moves >= args.max_steps:
+            raise ConfigError(
+                f"--opening-moves ({args.opening_moves}) must be below --max-steps "
+                f"({args.max_steps}): every move played would be random"
+            )
         r = play_match(
             env,
             loaded.agent,
@@ -394,7 +399,13 @@ def main(argv: list[str] | None = None) -> int:
         kept = " (the last checkpoint is kept: --resume goes on from it)"
         print(f"\ninterrupted{kept if args.command == 'train' else ''}", file=sys.stderr)
         return 130
-    except (ConfigError, CheckpointError, FileExistsError, FileNotFoundError) as err:
+    except (
+        ConfigError,
+        CheckpointError,
+        DamagedRunError,
+        FileExistsError,
+        FileNotFoundError,
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except (NotADirectoryError, PermissionError, IsADirectoryError) as err:

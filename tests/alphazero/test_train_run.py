@@ -92,6 +92,10 @@ def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     assert main(["eval", str(run), "--games", "2", "--max-steps", "1", "--json"]) == 0
     cut = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert cut["truncated"] == 2 and cut["draws"] == 2 and cut["mean_length"] == 1
+    # the default opening leaves the agent a move; one asked for that leaves none is refused
+    assert cut["opening_moves"] == 0
+    assert main(["eval", str(run), "--opening-moves", "3", "--max-steps", "3"]) == 2
+    assert "--opening-moves (3) must be below --max-steps (3)" in capsys.readouterr().err
     assert main(["eval", str(run), "--seed", "99999999999999999999999"]) == 2
     assert "--seed must be in [-2147483648, 4294967295]" in capsys.readouterr().err
     # counts the compiled match cannot hold: one line each, before anything is built

@@ -90,9 +90,9 @@ def load_agent(
         )
     p = Path(path)
     rd = find_run_dir(p)
-    saved = rd.read_json("config.json")
-    if saved.get("algorithm") != "alphazero":
-        raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run; use turbozero.load_agent")
+    saved = rd.read_config()
+    if saved["algorithm"] != "alphazero":
+        raise ValueError(f"{rd.path} is a {saved['algorithm']!r} run; use turbozero.load_agent")
     cfg = AlphaZeroConfig.from_dict(saved["config"])
     if env is None:
         try:

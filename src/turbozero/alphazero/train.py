@@ -192,9 +192,7 @@ def _open_run_dir(
     if resume:
         rd.create(resume=True)
         cleanup.enter_context(rd.lock())
-        saved = rd.read_json("config.json")
-        if saved.get("algorithm") != ALGORITHM:
-            raise ValueError(f"{rd.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
+        saved = rd.read_config(ALGORITHM)
         stored = AlphaZeroConfig.from_dict(saved["config"])
         diff = stored.diff(config)
         refused = {k: v for k, v in diff.items() if k not in RESUME_MAY_CHANGE}

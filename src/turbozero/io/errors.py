@@ -13,3 +13,7 @@ class UnreadableCheckpointError(CheckpointError):
 
 class RunInUseError(FileExistsError):
     """A run directory that another training holds (its lock is taken)."""
+
+
+class DamagedRunError(ValueError):
+    """A run directory whose `config.json` is not what a run writes (hand-edited, cut short)."""

@@ -23,7 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from turbozero.io.errors import RunInUseError
+from turbozero.io.errors import DamagedRunError, RunInUseError
+
+#: the algorithms whose runs this layout holds (`config.json`'s "algorithm")
+ALGORITHMS = ("alphazero", "ppo")
 
 #: `flock` errors of filesystems that have no locks (not of a lock held elsewhere)
 UNLOCKABLE = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
@@ -174,6 +177,38 @@ class RunDir:
 
     def read_json(self, name: str) -> Any:
         return json.loads((self.path / name).read_text())
+
+    def read_config(self, algorithm: str | None = None) -> dict[str, Any]:
+        """The run's `config.json`: an object naming a known `algorithm` ("alphazero" or
+        "ppo", or exactly `algorithm` when given) and holding its `config` object.
+
+        Raises:
+            FileNotFoundError: no config.json.
+            DamagedRunError: config.json is not such an object (hand-edited or cut short).
+            ValueError: it names another algorithm than `algorithm`.
+        """
+        if not self.is_run():
+            raise FileNotFoundError(f"{str(self.path)!r} is not a run directory (no config.json)")
+        try:
+            saved = json.loads(self.config_path.read_bytes())
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise DamagedRunError(f"{self.config_path} is not valid JSON ({err})") from None
+        if not isinstance(saved, dict):
+            raise DamagedRunError(
+                f"{self.config_path} holds a JSON {type(saved).__name__}, not the object a run "
+                f"writes"
+            )
+        name = saved.get("algorithm")
+        if name not in ALGORITHMS:
+            raise DamagedRunError(
+                f"{self.config_path} names no algorithm turbozero knows ({name!r}; "
+                f"{' or '.join(map(repr, ALGORITHMS))}): is it a turbozero run directory?"
+            )
+        if not isinstance(saved.get("config"), dict):
+            raise DamagedRunError(f"{self.config_path} has no 'config' object")
+        if algorithm is not None and name != algorithm:
+            raise ValueError(f"{self.path} is a {name!r} run, not {algorithm!r}")
+        return saved
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one JSON object (must hold epoch, env_steps, wall_seconds) to metrics.jsonl."""

@@ -101,11 +101,7 @@ def read_run_config(run: RunDir) -> tuple[PPOConfig, str | None]:
         FileNotFoundError: if `run` has no config.json.
         ValueError: if the run is not a PPO run.
     """
-    if not run.is_run():
-        raise FileNotFoundError(f"{str(run.path)!r} is not a run directory (no config.json)")
-    saved = run.read_json("config.json")
-    if saved.get("algorithm") != ALGORITHM:
-        raise ValueError(f"{run.path} is a {saved.get('algorithm')!r} run, not {ALGORITHM!r}")
+    saved = run.read_config(ALGORITHM)
     return PPOConfig.from_dict(saved["config"]), saved.get("preset")
 
 

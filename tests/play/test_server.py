@@ -290,6 +290,11 @@ def test_an_agent_that_fails_to_reply_leaves_the_human_to_move(served):
         broken.move(4)
     state = broken.snapshot()
     assert state["to_move"] == "human" and state["history"] == []
+    # a new game the agent must open fails the same way and leaves the game before it
+    with pytest.raises(RuntimeError, match=f"illegal action {game.env.num_actions}"):
+        broken.new(human_first=False)
+    after = broken.snapshot()
+    assert after == state and broken.human_first
 
 
 def _raw_post(url, path, body: bytes, headers: dict[str, str]):

@@ -193,6 +193,7 @@ class Game:
     def new(self, human_first: bool | None = None) -> dict[str, Any]:
         """Start a new game (the agent moves at once if it goes first); the snapshot."""
         with self._lock:
+            before = (self.human_first, self.human_player, self._plies)
             if human_first is not None:
                 self.human_first = bool(human_first)
             state, meta = self._init(self._next_key())
@@ -200,7 +201,12 @@ class Game:
             first = int(meta.cur_player_id)
             self.human_player = first if self.human_first else 1 - first
             self._plies = [Ply(state, meta, None, None, None)]
-            self._agent_replies()
+            try:
+                self._agent_replies()
+            except Exception:
+                # the agent failed to open the new game: the game before it stays as it was
+                self.human_first, self.human_player, self._plies = before
+                raise
             return self.snapshot()
 
     def move(self, action: Any) -> dict[str, Any]:

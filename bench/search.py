@@ -78,6 +78,31 @@ def make_net(name: str, env: Env, key: PRNGKey) -> tuple[EvalFn, Params]:
     return make_eval_fn(module), init_params(module, example, key)
 
 
+#: The issue's speed targets (docs/benchmarks.md, "Targets").
+TINY_RATIO, RESNET_RATIO, RESNET_FLOOR, COST_GROWTH = 2.0, 1.0, 1.15, 1.3
+
+
+def missed_targets(row: dict[str, Any], base_sims: int) -> list[str]:
+    """The speed targets `row` (one JSON row of this script) misses, each as a short text:
+    the tiny network at least `TINY_RATIO` x mctx; a ResNet at least mctx's speed and within
+    `RESNET_FLOOR` x the floor; the cost per simulation at 128 simulations within
+    `COST_GROWTH` x that at 32 (judged on 128-simulation rows whose group started at
+    `base_sims` = 32)."""
+    missed = []
+    if row["net"] == "tiny" and row["ratio"] < TINY_RATIO:
+        missed.append(f"ours/mctx {row['ratio']:.2f} < {TINY_RATIO}")
+    if row["net"].startswith("resnet"):
+        if row["ratio"] < RESNET_RATIO:
+            missed.append(f"ours/mctx {row['ratio']:.2f} < {RESNET_RATIO}")
+        floor_ratio = row["floor_sims_per_s"] / row["ours_sims_per_s"]
+        if floor_ratio > RESNET_FLOOR:
+            missed.append(f"floor/ours {floor_ratio:.2f} > {RESNET_FLOOR}")
+    growth = row["ours_cost_growth"]
+    if row["simulations"] == 128 and base_sims == 32 and growth > COST_GROWTH:
+        missed.append(f"cost growth {growth:.2f} > {COST_GROWTH}")
+    return missed
+
+
 def random_positions(env: Env, batch: int, moves: int, key: PRNGKey) -> PyTree:
     """`[batch]` states after `moves` uniformly random legal moves (so the rows differ)."""
 
@@ -224,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# machine: {machine()}", file=sys.stderr, flush=True)
 
     sims_sorted = sorted(set(args.sims))
+    rows = misses = 0
     for game in args.games:
         env = envs.make(game)
         for net in args.nets:
@@ -260,24 +286,26 @@ def main(argv: list[str] | None = None) -> None:
                         per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
                         base = base or per_sim
                         work = batch * sims
-                        emit(
-                            {
-                                "game": game,
-                                "batch": batch,
-                                "simulations": sims,
-                                "selector": selector,
-                                "net": net,
-                                "ours_sims_per_s": round(work / t_ours, 1),
-                                "mctx_sims_per_s": round(work / t_mctx, 1),
-                                "floor_sims_per_s": round(work / t_floor, 1),
-                                "ratio": round(t_mctx / t_ours, 3),
-                                "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
-                                "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
-                                "peer": PEER_NAME[peer],
-                                "ours_max_depth": round(float(jnp.mean(depth)), 2),
-                                "floor_program": floor_name,
-                            }
-                        )
+                        row = {
+                            "game": game,
+                            "batch": batch,
+                            "simulations": sims,
+                            "selector": selector,
+                            "net": net,
+                            "ours_sims_per_s": round(work / t_ours, 1),
+                            "mctx_sims_per_s": round(work / t_mctx, 1),
+                            "floor_sims_per_s": round(work / t_floor, 1),
+                            "ratio": round(t_mctx / t_ours, 3),
+                            "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
+                            "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
+                            "peer": PEER_NAME[peer],
+                            "ours_max_depth": round(float(jnp.mean(depth)), 2),
+                            "floor_program": floor_name,
+                        }
+                        row["missed_targets"] = missed_targets(row, sims_sorted[0])
+                        rows, misses = rows + 1, misses + bool(row["missed_targets"])
+                        emit(row)
+    print(f"# {rows - misses} of {rows} rows meet every target", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

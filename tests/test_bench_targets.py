@@ -1,0 +1,53 @@
+"""`bench/search.py` names the speed targets a row misses (the issue's rules, as printed)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def bench_search():
+    import sys
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_search", BENCH / "search.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _row(net, sims, ratio, ours, floor, growth):
+    return {
+        "net": net,
+        "simulations": sims,
+        "ratio": ratio,
+        "ours_sims_per_s": ours,
+        "floor_sims_per_s": floor,
+        "ours_cost_growth": growth,
+    }
+
+
+def test_each_target_is_judged_on_the_rows_it_concerns(bench_search):
+    missed = bench_search.missed_targets
+    # tiny network: twice mctx; the floor does not count
+    assert missed(_row("tiny", 32, 2.0, 1.0, 9.0, 1.0), 32) == []
+    assert missed(_row("tiny", 32, 1.99, 1.0, 9.0, 1.0), 32) == ["ours/mctx 1.99 < 2.0"]
+    # ResNets: mctx's speed and within 1.15x of the floor
+    assert missed(_row("resnet2x16", 32, 1.0, 100.0, 115.0, 1.0), 32) == []
+    assert missed(_row("resnet6x64", 32, 0.9, 100.0, 120.0, 1.0), 32) == [
+        "ours/mctx 0.90 < 1.0",
+        "floor/ours 1.20 > 1.15",
+    ]
+    # cost growth: judged at 128 simulations against a group that started at 32
+    assert missed(_row("tiny", 128, 3.0, 1.0, 1.0, 1.31), 32) == ["cost growth 1.31 > 1.3"]
+    assert missed(_row("tiny", 128, 3.0, 1.0, 1.0, 1.31), 64) == []
+    assert missed(_row("tiny", 64, 3.0, 1.0, 1.0, 1.9), 32) == []

@@ -29,8 +29,8 @@ SHARDED = textwrap.dedent(
 
     def one_epoch(n):
         cfg = TINY.with_overrides([f"devices={n}"])
-        az = make_alphazero(cfg)
         sh = Sharder(cfg)
+        az = make_alphazero(cfg, mesh=sh.mesh)
         shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
         state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
         state, _ = sh.jit_step(az.collect, shape)(state, 9)
@@ -77,6 +77,40 @@ def test_one_epoch_on_2_and_4_devices_matches_one_device():
         assert result[n]["spread"] == int(n), "games are split over the devices"
         assert result[n]["max_param_diff"] < 1e-4, result
         assert result[n]["loss"] == pytest.approx(result[n]["loss1"], rel=1e-4)
+
+
+def test_self_play_on_several_devices_searches_each_games_trees_without_collectives():
+    """Each device searches its own games: the compiled collect holds no all-gather, and its
+    only all-reduces are the per-move sums (metrics, memory counters), none inside the search's
+    loops over tree levels (XLA's partitioner put collectives in every level's gathers)."""
+    code = textwrap.dedent(
+        """
+        import re, jax
+        from tests.alphazero.test_selfplay_and_trainer import TINY
+        from turbozero.alphazero import make_alphazero
+        from turbozero.alphazero.sharding import Sharder
+        cfg = TINY.with_overrides(["devices=2"])
+        sh = Sharder(cfg)
+        az = make_alphazero(cfg, mesh=sh.mesh)
+        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+        state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
+        text = sh.jit_step(az.collect, shape).lower(state, 2).compile().as_text()
+        for line in text.splitlines():
+            kinds = "all-gather|all-reduce|all-to-all|collective-permute"
+            m = re.search(rf" ({kinds})(-start)?\\(", line)
+            if m:
+                print("COLLECTIVE", m.group(1), re.search(r'op_name="([^"]*)"', line).group(1))
+        print("DONE")
+        """
+    )
+    out = _run(code, devices=2)
+    assert "DONE" in out
+    found = [line.split()[1:] for line in out.splitlines() if line.startswith("COLLECTIVE")]
+    assert found, "the per-move sums over the devices' games are all-reduces"
+    for kind, where in found:
+        assert kind == "all-reduce" and where.endswith("reduce_sum"), (kind, where)
+        # the scan over moves and nothing deeper: jit(collect)/while/body/closed_call/...
+        assert where.count("/while/") == 1, where
 
 
 def test_compiled_steps_take_a_state_laid_out_otherwise():

@@ -297,10 +297,10 @@ def _train(
     # Everything that can refuse the configuration (the game's id, the search's settings, the
     # devices, the evaluation opponents) is built before the run directory is, so a refused
     # setting leaves nothing behind that would block the corrected command.
-    az = make_alphazero(config, **(parts or {}))
+    sharder = Sharder(config)
+    az = make_alphazero(config, **(parts or {}), mesh=sharder.mesh)
     if not resume:
         config.check_new_run(az.env.num_players)
-    sharder = Sharder(config)
     # process 0 decides the best network for all: a process whose evaluation came out otherwise
     # (another device's rounding) must neither keep another best nor skip a save the others make
     evaluator = Evaluator(az, decide=agree)

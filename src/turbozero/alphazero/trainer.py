@@ -21,11 +21,12 @@ from turbozero.alphazero.augment import check_augment_fns, horizontal_flip, squa
 from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
+from turbozero.alphazero.sharding import AXIS
 from turbozero.config import ConfigError
 from turbozero.envs.core import Env
 from turbozero.memory import make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
-from turbozero.search import gumbel, make_search, muzero_puct, puct
+from turbozero.search import gumbel, make_search, muzero_puct, puct, shard_search
 from turbozero.types import Array, Params, PRNGKey
 
 
@@ -116,12 +117,14 @@ def make_alphazero(
     optimizer: optax.GradientTransformation | None = None,
     loss_fn: Callable[..., Any] | None = None,
     augment_fns: Any = None,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> AlphaZeroSystem:
     """Build the environment, network, search, memory, self-play and the compiled-step bodies.
 
     The keyword arguments replace the parts the config would build (users' own games, flax
     modules, selectors, optax optimizers, losses with `az_loss`'s signature, augmentations);
-    everything else comes from `config`.
+    everything else comes from `config`. With a `mesh` of several devices (`Sharder.mesh`),
+    each device searches its own games (`turbozero.search.shard_search`).
     """
     cfg = config
     env = env if env is not None else envs.make(cfg.env)
@@ -145,6 +148,8 @@ def make_alphazero(
         discount=cfg.search.discount,
         reuse=cfg.search.reuse,
     )
+    if mesh is not None and mesh.size > 1:
+        search = shard_search(search, mesh, AXIS)
     if augment_fns is not None:
         augment = list(augment_fns)
         check_augment_fns(env, augment)

@@ -7,6 +7,7 @@ from turbozero.search.search import (
     SearchOutput,
     compiler_options,
     make_search,
+    shard_search,
     value_vector,
 )
 from turbozero.search.selector import NodeView, Selector
@@ -26,6 +27,7 @@ __all__ = [
     "muzero_puct",
     "puct",
     "reset_trees",
+    "shard_search",
     "tree_bytes",
     "value_vector",
 ]

@@ -22,6 +22,7 @@ from turbozero.search.selector import (
     Selector,
     masked_argmax,
     masked_softmax,
+    row_keys,
     with_options,
 )
 from turbozero.types import Array
@@ -99,7 +100,9 @@ def gumbel(
         return completed_q(view, value_scale=value_scale, maxvisit_init=maxvisit_init)
 
     def prepare(root: NodeView, key) -> GumbelContext:
-        g = gumbel_scale * jax.random.gumbel(key, root.prior_logits.shape)
+        shape = root.prior_logits.shape
+        keys = row_keys(key, shape[0])
+        g = gumbel_scale * jax.vmap(lambda k: jax.random.gumbel(k, shape[1:]))(keys)
         return GumbelContext(gumbel=g, table=jnp.asarray(table))
 
     def root_scores(view: NodeView, ctx: GumbelContext, considered_visit: Array) -> Array:

@@ -19,6 +19,7 @@ simulation that still ends at a node without expanding backs up that node's own 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -32,6 +33,7 @@ from turbozero.search.selector import (
     Selector,
     first_argmax,
     masked_softmax,
+    row_keys,
 )
 from turbozero.search.tree import (
     CHILD,
@@ -91,7 +93,9 @@ class Search(NamedTuple):
     Attributes:
         init: `init(batch_size) -> Tree`, empty trees.
         search: `search(tree, params, env_states, key, temperature=0.0) -> (tree, SearchOutput)`;
-            `env_states` batched `[B]`, `temperature` a scalar or `[B]` (0 = best move).
+            `env_states` batched `[B]`, `temperature` a scalar or `[B]` (0 = best move), `key`
+            one PRNG key or one per game (`[B]` typed, `[B, 2]` raw): each game draws its noise,
+            environment keys and sampled move from its own (one key is split into `B` first).
         advance: `advance(tree, action [B]) -> tree`: keep the played child's subtree when reuse
             is on, otherwise empty the trees.
         reset: `reset(tree, done [B]) -> tree`: empty the rows of finished games.
@@ -332,8 +336,10 @@ def make_search(
         evaluate = state_eval_fn
 
     def check_net(params, states, key) -> None:
-        logits, value = jax.eval_shape(evaluate, params, states, key)
         B = jax.tree_util.tree_leaves(states)[0].shape[0]
+        logits, value = jax.eval_shape(
+            lambda p, s, k: evaluate(p, s, row_keys(k, B)[0]), params, states, key
+        )
         if logits.shape != (B, A):
             raise ValueError(
                 f"the network's policy has shape {logits.shape}, expected (batch, num_actions) = "
@@ -484,7 +490,9 @@ def make_search(
         back = jnp.where(used, games, B)  # `B`: dropped
         return jax.tree_util.tree_map(lambda x, y: x.at[back].set(y, mode="drop"), carry, sub)
 
-    def simulate(tree: Tree, params, ctx, key) -> tuple[Tree, Array, Array]:
+    def simulate(tree: Tree, params, ctx, keys) -> tuple[Tree, Array, Array]:
+        """One simulation; `keys [B, 2]`: per game, the environment step's key and a key of
+        which game 0's goes to the network call (one call for the batch)."""
         B, N = tree.batch_size, tree.max_nodes
         b = jnp.arange(B)
         full = tree.next_free >= N
@@ -537,7 +545,7 @@ def make_search(
         full_event = wants & full
 
         # 2. expand: one environment step and one network call for the whole batch.
-        k_env, k_net = jax.random.split(key)
+        k_env, k_net = keys[:, 0], keys[0, 1]
         flat = b * N + node
         parent_states = codec.unpack(
             jax.tree_util.tree_map(lambda x: gather_rows(x, flat), tree.states)
@@ -545,7 +553,7 @@ def make_search(
         parent_links = gather_rows(tree.links, flat)
         parent_info = gather_rows(tree.node, flat)
         action = jnp.maximum(edge, 0)
-        new_states, md = jax.vmap(env.step)(parent_states, action, jax.random.split(k_env, B))
+        new_states, md = jax.vmap(env.step)(parent_states, action, k_env)
         # (next_free is never negative; XLA cannot know that, so the conditional stays)
         new_states, md = computed_once((new_states, md), tree.next_free[0] >= 0)
         logits, value = evaluate(params, new_states, k_net)
@@ -625,15 +633,19 @@ def make_search(
 
     def search(tree: Tree, params, env_states, key, temperature=0.0):
         B = tree.batch_size
-        k_root, k_prep, k_sims, k_act = jax.random.split(key, 4)
+        # Every game draws from its own key (a game's search is the same in any batch, on any
+        # number of devices); a network call, one per batch, gets the first game's.
+        parts = jax.vmap(lambda k: jax.random.split(k, 4))(row_keys(key, B))
+        k_root, k_prep, k_sims, k_act = (parts[:, i] for i in range(4))
         if not reuse:  # every search starts afresh (as in mctx), advanced or not
             tree = reset_trees(tree, jnp.ones((B,), jnp.bool_))
-        tree = init_roots(tree, params, env_states, k_root)
+        tree = init_roots(tree, params, env_states, k_root[0])
         ctx = selector.prepare(_node_view(tree, None)[0], k_prep)
+        sim_keys = jax.vmap(lambda k: jax.random.split(k, (num_simulations, 2)))(k_sims)
 
         def body(i, c):
             tree, max_depth, fulls = c
-            tree, depth, full_event = simulate(tree, params, ctx, jax.random.fold_in(k_sims, i))
+            tree, depth, full_event = simulate(tree, params, ctx, sim_keys[:, i])
             return tree, jnp.maximum(max_depth, depth), fulls + full_event.astype(jnp.int32)
 
         zeros = jnp.zeros((B,), jnp.int32)
@@ -645,7 +657,7 @@ def make_search(
         # and mctx): a move with zero weight is never sampled, however high T
         positive = view.mask & (weights > 0)
         logits = jnp.log(jnp.where(positive, weights, 1.0)) / jnp.maximum(temp, 1e-6)[:, None]
-        sampled = jax.random.categorical(k_act, jnp.where(positive, logits, -jnp.inf))
+        sampled = jax.vmap(jax.random.categorical)(k_act, jnp.where(positive, logits, -jnp.inf))
         # (defensive: were no legal move left with a positive weight, the greedy move)
         usable = jnp.take_along_axis(positive, sampled[:, None], axis=1)[:, 0]
         action = jnp.where((temp > 0) & usable, sampled, greedy).astype(jnp.int32)
@@ -678,6 +690,7 @@ def make_search(
             t = jnp.asarray(temperature)
             if not isinstance(t, jax.core.Tracer) and not bool(jnp.all((t >= 0) & jnp.isfinite(t))):
                 raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+        row_keys(key, tree.batch_size)  # one key or one per game, else a ValueError naming it
         check_net(params, env_states, key)
         return search(tree, params, env_states, key, temperature)
 
@@ -710,3 +723,42 @@ def make_search(
         reuse=bool(reuse),
         discount=float(discount),
     )
+
+
+def shard_search(search: Search, mesh: jax.sharding.Mesh, axis: str) -> Search:
+    """`search` with each device of `mesh` searching its own games (split along `axis`).
+
+    Under `jax.jit` alone, XLA's partitioner cannot tell that a game's tree rows stay on the
+    device holding the game (the search reads them through flat indices), so it gathers the
+    indices and sums the rows across devices at every tree level, and the loops over levels
+    wait for every device's games. Here `search`, `advance` and `reset` run under
+    `jax.shard_map`: every device runs the one-device program on its games, with no collective
+    inside the search. Each game draws from its own key (`key` is split per game first), so the
+    results are those of one device; a network that reads its key sees the first local game's.
+
+    Args:
+        search: from `make_search`.
+        mesh: the devices; the batch of games (its size divisible by the devices along `axis`)
+            is split along `axis`, parameters are replicated.
+        axis: the mesh axis name of the games.
+    """
+    from jax.sharding import PartitionSpec
+
+    split, same = PartitionSpec(axis), PartitionSpec()
+    # no collective inside: nothing to check of which values vary over the devices (the check
+    # would refuse the search's `cond`s whose branches build constants)
+    local = functools.partial(jax.shard_map, mesh=mesh, check_vma=False)
+    run_search = local(
+        lambda tree, params, states, keys, temp: search.search(tree, params, states, keys, temp),
+        in_specs=(split, same, split, split, split),
+        out_specs=(split, split),
+    )
+    run_advance = local(search.advance, in_specs=split, out_specs=split)
+    run_reset = local(search.reset, in_specs=split, out_specs=split)
+
+    def sharded(tree: Tree, params, env_states, key, temperature=0.0):
+        B = tree.batch_size
+        temp = jnp.broadcast_to(jnp.asarray(temperature, jnp.float32), (B,))
+        return run_search(tree, params, env_states, row_keys(key, B), temp)
+
+    return search._replace(search=sharded, advance=run_advance, reset=run_reset)

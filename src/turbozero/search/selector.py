@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from turbozero.search import noise
@@ -33,7 +34,8 @@ class Selector(NamedTuple):
 
     Attributes:
         name: ``"puct"``, ``"muzero_puct"`` or ``"gumbel"``.
-        prepare: `prepare(root: NodeView, key) -> ctx`, once per search (root noise, Gumbels).
+        prepare: `prepare(root: NodeView, keys) -> ctx`, once per search (root noise, Gumbels);
+            `keys` one per game (`row_keys`).
         select: `select(view, ctx, is_root) -> scores [L, A]` (`is_root` a Python bool: the
             search scores the root once, outside its loop over depth, with `ctx`; interior nodes
             get `ctx=None`, and `view` may hold any `L` of the games); the search takes the
@@ -56,6 +58,27 @@ class Selector(NamedTuple):
     without_noise: Callable[[], Selector]
     options: dict[str, Any]
     interior_logits: bool = False
+
+
+def row_keys(key: PRNGKey, rows: int) -> Array:
+    """One key per row: `key` itself when it already holds `rows` keys (`[rows]` typed keys or
+    `[rows, 2]` raw ones), else `jax.random.split(key, rows)`.
+
+    The search draws every game's randomness from that game's own key, so a batch split over
+    devices (each searching its games) draws what the whole batch would on one device.
+
+    Raises:
+        ValueError: a batch of keys whose leading axis is not `rows`.
+    """
+    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    if key.ndim == (0 if typed else 1):
+        return jax.random.split(key, rows)
+    if key.ndim != (1 if typed else 2) or key.shape[0] != rows:
+        raise ValueError(
+            f"key must be one PRNG key or one per game ({rows}), got shape {tuple(key.shape)}"
+        )
+    return key
 
 
 def with_options(options: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -95,10 +118,13 @@ def masked_argmax(scores: Array, mask: Array) -> Array:
 def dirichlet_mix(
     probs: Array, mask: Array, key: PRNGKey, *, alpha: float, fraction: float
 ) -> Array:
-    """`(1 - fraction) * probs + fraction * Dirichlet(alpha)` over legal actions."""
+    """`(1 - fraction) * probs + fraction * Dirichlet(alpha)` over legal actions, `[B, A]`; each
+    row draws from its own key (`key`: one key, or one per row, see `row_keys`)."""
     if fraction == 0.0:
         return probs
-    dirichlet = masked_softmax(noise.log_gamma(key, alpha, mask.shape), mask)
+    keys = row_keys(key, mask.shape[0])
+    logs = jax.vmap(lambda k: noise.log_gamma(k, alpha, mask.shape[1:]))(keys)
+    dirichlet = masked_softmax(logs, mask)
     return (1.0 - fraction) * probs + fraction * dirichlet
 
 

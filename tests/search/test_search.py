@@ -889,3 +889,42 @@ def test_stored_states_compare_bit_for_bit_row_by_row():
     }
     assert same_states(a, b).tolist() == [True, False, False]
     assert same_states(a, a).tolist() == [True, True, True]
+
+
+@pytest.mark.parametrize("name", ["puct", "gumbel"])
+def test_a_games_search_draws_from_its_own_key_whatever_else_is_in_the_batch(tic_tac_toe, name):
+    """One key per game: the games of a batch searched apart (two devices' halves) give what
+    they give searched together, noise and sampled moves included; one key is split into
+    one per game; a batch of keys of another size is refused by name."""
+    s = make_search(
+        tic_tac_toe,
+        linear_eval_fn(9),
+        selector=RULES[name](),
+        num_simulations=12,
+        max_nodes=13,
+    )
+    run = jax.jit(s.search)
+    states = jax.tree_util.tree_map(
+        lambda *xs: jnp.stack(xs), *(play(tic_tac_toe, m, 1) for m in ([], [4], [0, 4], [8]))
+    )
+    states = jax.tree_util.tree_map(lambda x: x[:, 0], states)
+    p = linear_params(tic_tac_toe)
+    keys = jax.random.split(jax.random.PRNGKey(7), 4)
+    _, whole = run(s.init(4), p, states, keys, 1.0)
+    halves = []
+    for part in (slice(0, 2), slice(2, 4)):
+        sub = jax.tree_util.tree_map(lambda x, part=part: x[part], states)
+        halves.append(run(s.init(2), p, sub, keys[part], 1.0)[1])
+    joined = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), *halves)
+    assert_same_pytrees(whole, joined)
+    # the keys matter (noise, sampled moves): other keys search otherwise
+    _, other = run(s.init(4), p, states, jax.random.split(jax.random.PRNGKey(8), 4), 1.0)
+    assert not (
+        np.array_equal(np.asarray(other.action_weights), np.asarray(whole.action_weights))
+        and np.array_equal(np.asarray(other.action), np.asarray(whole.action))
+    )
+    # one key is one key per game, split
+    _, one = run(s.init(4), p, states, jax.random.PRNGKey(7), 1.0)
+    assert_same_pytrees(one, whole)
+    with pytest.raises(ValueError, match=r"key must be one PRNG key or one per game \(4\)"):
+        s.search(s.init(4), p, states, keys[:3])

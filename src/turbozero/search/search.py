@@ -490,9 +490,9 @@ def make_search(
         back = jnp.where(used, games, B)  # `B`: dropped
         return jax.tree_util.tree_map(lambda x, y: x.at[back].set(y, mode="drop"), carry, sub)
 
-    def simulate(tree: Tree, params, ctx, keys) -> tuple[Tree, Array, Array]:
-        """One simulation; `keys [B, 2]`: per game, the environment step's key and a key of
-        which game 0's goes to the network call (one call for the batch)."""
+    def simulate(tree: Tree, params, ctx, k_env, k_net) -> tuple[Tree, Array, Array]:
+        """One simulation; `k_env [B]` the environment step's key per game, `k_net` the
+        network call's (one call for the batch)."""
         B, N = tree.batch_size, tree.max_nodes
         b = jnp.arange(B)
         full = tree.next_free >= N
@@ -545,7 +545,6 @@ def make_search(
         full_event = wants & full
 
         # 2. expand: one environment step and one network call for the whole batch.
-        k_env, k_net = keys[:, 0], keys[0, 1]
         flat = b * N + node
         parent_states = codec.unpack(
             jax.tree_util.tree_map(lambda x: gather_rows(x, flat), tree.states)
@@ -635,17 +634,18 @@ def make_search(
         B = tree.batch_size
         # Every game draws from its own key (a game's search is the same in any batch, on any
         # number of devices); a network call, one per batch, gets the first game's.
-        parts = jax.vmap(lambda k: jax.random.split(k, 4))(row_keys(key, B))
-        k_root, k_prep, k_sims, k_act = (parts[:, i] for i in range(4))
+        parts = jax.vmap(lambda k: jax.random.split(k, 5))(row_keys(key, B))
+        k_root, k_prep, k_sims, k_act, k_net = (parts[:, i] for i in range(5))
         if not reuse:  # every search starts afresh (as in mctx), advanced or not
             tree = reset_trees(tree, jnp.ones((B,), jnp.bool_))
         tree = init_roots(tree, params, env_states, k_root[0])
         ctx = selector.prepare(_node_view(tree, None)[0], k_prep)
-        sim_keys = jax.vmap(lambda k: jax.random.split(k, (num_simulations, 2)))(k_sims)
 
         def body(i, c):
             tree, max_depth, fulls = c
-            tree, depth, full_event = simulate(tree, params, ctx, sim_keys[:, i])
+            k_env = jax.vmap(jax.random.fold_in, (0, None))(k_sims, i)
+            k_eval = jax.random.fold_in(k_net[0], i)
+            tree, depth, full_event = simulate(tree, params, ctx, k_env, k_eval)
             return tree, jnp.maximum(max_depth, depth), fulls + full_event.astype(jnp.int32)
 
         zeros = jnp.zeros((B,), jnp.int32)

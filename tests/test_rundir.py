@@ -92,6 +92,7 @@ def test_a_filesystem_without_locks_warns_and_trains_unguarded(tmp_path, monkeyp
         ('{"algorithm": "dqn", "config": {}}', "names no algorithm"),
         ('{"algorithm": "alphazero"}', "has no 'config' object"),
         ('{"algorithm": "ppo", "config": [1]}', "has no 'config' object"),
+        ('{"algorithm": "alphazero", "config": {}, "parts": 3}', "'parts' entry that is no object"),
     ],
 )
 def test_a_damaged_config_json_is_refused_by_name_by_every_command(tmp_path, capsys, text, says):

@@ -180,7 +180,8 @@ class RunDir:
 
     def read_config(self, algorithm: str | None = None) -> dict[str, Any]:
         """The run's `config.json`: an object naming a known `algorithm` ("alphazero" or
-        "ppo", or exactly `algorithm` when given) and holding its `config` object.
+        "ppo", or exactly `algorithm` when given) and holding its `config` object (and, if any,
+        a `parts` object).
 
         Raises:
             FileNotFoundError: no config.json.
@@ -206,6 +207,8 @@ class RunDir:
             )
         if not isinstance(saved.get("config"), dict):
             raise DamagedRunError(f"{self.config_path} has no 'config' object")
+        if not isinstance(saved.get("parts", {}), dict):
+            raise DamagedRunError(f"{self.config_path} holds a 'parts' entry that is no object")
         if algorithm is not None and name != algorithm:
             raise ValueError(f"{self.path} is a {name!r} run, not {algorithm!r}")
         return saved

@@ -32,6 +32,7 @@ from turbozero.search.selector import (
     NodeView,
     Selector,
     first_argmax,
+    is_one_key,
     masked_softmax,
     row_keys,
 )
@@ -690,7 +691,7 @@ def make_search(
             t = jnp.asarray(temperature)
             if not isinstance(t, jax.core.Tracer) and not bool(jnp.all((t >= 0) & jnp.isfinite(t))):
                 raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
-        row_keys(key, tree.batch_size)  # one key or one per game, else a ValueError naming it
+        is_one_key(jnp.asarray(key), tree.batch_size)  # else a ValueError naming `key`
         check_net(params, env_states, key)
         return search(tree, params, env_states, key, temperature)
 

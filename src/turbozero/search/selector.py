@@ -71,14 +71,24 @@ def row_keys(key: PRNGKey, rows: int) -> Array:
         ValueError: a batch of keys whose leading axis is not `rows`.
     """
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    return jax.random.split(key, rows) if is_one_key(key, rows) else key
+
+
+def is_one_key(key: Array, rows: int) -> bool:
+    """Whether `key` is one PRNG key (else it is `rows` of them; any other shape is refused,
+    from its shape alone, computing nothing).
+
+    Raises:
+        ValueError: a batch of keys whose leading axis is not `rows`.
+    """
     typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
     if key.ndim == (0 if typed else 1):
-        return jax.random.split(key, rows)
+        return True
     if key.ndim != (1 if typed else 2) or key.shape[0] != rows:
         raise ValueError(
             f"key must be one PRNG key or one per game ({rows}), got shape {tuple(key.shape)}"
         )
-    return key
+    return False
 
 
 def with_options(options: dict[str, Any], **changes: Any) -> dict[str, Any]:

@@ -12,10 +12,21 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from turbozero.search import gumbel, muzero_puct, puct
+
+def _selector_rule(name: str) -> Callable[..., Any]:
+    """`turbozero.search.<name>`, imported when called: `bench/ppo.py`'s peer runs in a side
+    environment that has rejax but not turbozero's dependencies, and imports this module."""
+
+    def make(**kwargs: Any) -> Any:
+        import turbozero.search
+
+        return getattr(turbozero.search, name)(**kwargs)
+
+    return make
+
 
 #: The benchmarks' selectors by name (each built with its defaults).
-SELECTOR_RULES = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}
+SELECTOR_RULES = {name: _selector_rule(name) for name in ("puct", "muzero_puct", "gumbel")}
 
 
 def emit(row: dict[str, Any]) -> None:

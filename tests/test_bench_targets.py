@@ -51,3 +51,24 @@ def test_each_target_is_judged_on_the_rows_it_concerns(bench_search):
     assert missed(_row("tiny", 128, 3.0, 1.0, 1.0, 1.31), 32) == ["cost growth 1.31 > 1.3"]
     assert missed(_row("tiny", 128, 3.0, 1.0, 1.0, 1.31), 64) == []
     assert missed(_row("tiny", 64, 3.0, 1.0, 1.0, 1.9), 32) == []
+
+
+def test_the_ppo_peer_imports_without_turbozeros_dependencies():
+    """`bench/ppo.py --peer-only` runs in a side environment with rejax and gymnax only: its
+    imports must not reach turbozero (hence pgx, optax, orbax, flax)."""
+    import subprocess
+    import sys
+
+    blocked = ["turbozero", "pgx", "optax", "orbax", "flax"]
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}:\n"
+        "    sys.modules[name] = None\n"
+        f"sys.path.insert(0, {str(BENCH)!r})\n"
+        "import ppo\n"
+        "assert callable(ppo.peer) and callable(ppo.main)\n"
+        "print('imported')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "imported" in done.stdout

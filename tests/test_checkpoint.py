@@ -149,3 +149,50 @@ def test_a_machine_error_while_reading_the_arrays_is_raised_as_it_is(tmp_path, m
         ckpt.restore_newest(lambda meta: {"w": jnp.zeros(2)})
     assert ckpt.all_steps() == [1]
     ckpt.close()
+
+
+def test_flipped_bytes_in_an_array_file_make_the_checkpoint_unreadable(tmp_path):
+    ckpt = Checkpointer(tmp_path / "c")
+    w = jnp.arange(1 << 14, dtype=jnp.float32)
+    for step in (1, 2):
+        ckpt.save(step, {"w": w + step}, {"n": step})
+    files = sorted((tmp_path / "c" / "2" / "state").rglob("d/*"), key=lambda f: f.stat().st_size)
+    data = bytearray(files[-1].read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    files[-1].write_bytes(bytes(data))
+    with pytest.raises(UnreadableCheckpointError, match="step 2"):
+        ckpt.restore({"w": jnp.zeros_like(w)})
+    state, meta, skipped = ckpt.restore_newest(lambda meta: {"w": jnp.zeros_like(w)})
+    assert meta["n"] == 1 and len(skipped) == 1
+    ckpt.close()
+
+
+def test_an_array_that_differs_from_its_saved_checksum_is_named(tmp_path):
+    import json
+
+    ckpt = Checkpointer(tmp_path / "c")
+    ckpt.save(1, {"t": {"w": jnp.arange(4.0), "b": jnp.ones(2)}}, {})
+    meta_file = tmp_path / "c" / "1" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    assert set(meta["checksums"]) == {"t/w", "t/b"}
+    meta["checksums"]["t/w"] ^= 1
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(UnreadableCheckpointError, match="array 't/w' does not match its saved"):
+        ckpt.restore({"t": {"w": jnp.zeros(4), "b": jnp.zeros(2)}})
+    ckpt.close()
+    # a partial restore (a reader's, e.g. loading an agent) checks what it reads: an intact array
+    reader = Checkpointer(tmp_path / "c")
+    state, _ = reader.restore({"t": {"b": jnp.zeros(2)}}, partial=True)
+    assert state["t"]["b"].tolist() == [1.0, 1.0]
+    reader.close()
+
+
+def test_a_save_whose_arrays_were_not_merged_is_reported_not_taken_for_saved(tmp_path):
+    ckpt = Checkpointer(tmp_path / "c")
+    ckpt.save(1, {"w": jnp.arange(4.0)}, {})
+    ckpt.verify_saved(1)  # a whole save passes
+    (tmp_path / "c" / "1" / "state" / "manifest.ocdbt").unlink()  # as when orbax skipped it
+    with pytest.raises(UnreadableCheckpointError, match="wrote no .*manifest.ocdbt"):
+        ckpt.verify_saved(1)
+    ckpt.close()

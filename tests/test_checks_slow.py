@@ -40,6 +40,8 @@ def _turbozero(*args: str, timeout: int) -> str:
 
 
 def test_tic_tac_toe_preset_reaches_perfect_play_within_10_minutes(tmp_path):
+    """`make train`'s preset: never loses to the perfect player, and plays a move that keeps
+    the game's value in all 4,520 reachable positions (`bench/learning.py` times it)."""
     run = tmp_path / "ttt"
     # the 10 minutes are the subprocess's timeout (a budget, not a speed claim: the measured
     # time is in docs/benchmarks.md, "Learning")
@@ -75,6 +77,9 @@ def test_tic_tac_toe_preset_reaches_perfect_play_within_10_minutes(tmp_path):
         )
     )
     assert own["draws"] == 2, own  # draws against itself
+    accuracy = json.loads(_turbozero("eval", str(run), "--accuracy", "--json", timeout=600))
+    # a value-keeping move in every reachable position, at the preset's own simulation count
+    assert accuracy["positions"] == 4520 and accuracy["accuracy_result"] == 1.0, accuracy
 
 
 def test_connect_four_preset_beats_random_and_rollout_mcts_after_30_minutes(tmp_path):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
 
-from turbozero.io.errors import RunInUseError
+from turbozero.io.errors import RunInUseError, RunPathError
 from turbozero.io.rundir import RunDir
 
 
@@ -124,3 +125,42 @@ def test_read_config_names_the_algorithm_asked_for(tmp_path):
         run.read_config("alphazero")
     with pytest.raises(FileNotFoundError, match=r"no config\.json"):
         RunDir(tmp_path / "none").read_config()
+
+
+@pytest.mark.parametrize("name", ["run[1]", "run\\x", "ru*n", "run?"])
+def test_a_path_the_checkpoints_cannot_live_under_is_refused_before_anything_is_written(
+    tmp_path, name, capsys
+):
+    from turbozero.cli import main
+
+    out = tmp_path / name
+    assert main(["train", "tic_tac_toe", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "checkpoint library reads as a pattern" in err[0]
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    with pytest.raises(RunPathError):
+        RunDir(out).create()  # the library refuses it too (train, train_ppo)
+
+
+def test_an_empty_out_is_refused_not_read_as_the_default(tmp_path, monkeypatch, capsys):
+    from turbozero.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "tic_tac_toe", "--out", ""]) == 2
+    assert "empty path" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "text"), [(errno.EROFS, "Read-only file system"), (errno.ENOSPC, "No space left")]
+)
+def test_a_disk_that_refuses_writes_is_one_line_of_error(tmp_path, monkeypatch, capsys, code, text):
+    from turbozero.cli import main
+
+    def refuse(self, *, resume=False):
+        raise OSError(code, os.strerror(code), str(self.path))
+
+    monkeypatch.setattr(RunDir, "create", refuse)
+    assert main(["train", "tic_tac_toe", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and text in err[0]

@@ -195,7 +195,7 @@ def test_trainer_records_its_selector_and_checks_data_transform_fns():
         _ttt_trainer(data_transform_fns=[lambda obs, policy, mask: (obs, policy)])
     with pytest.raises(ValueError, match="batch_size must be in"):
         _ttt_trainer(batch_size=0)
-    with pytest.raises(ValueError, match="needs the built-in tic_tac_toe"):
+    with pytest.raises(ValueError, match="needs a built-in game with a perfect player"):
         _ttt_trainer(testers=[BaselineTester("perfect", 4)])
 
 

@@ -3,14 +3,50 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from turbozero.config import INT32_MAX, PRESETS, SEED_MAX, SEED_MIN, ConfigError, get_preset
-from turbozero.io.errors import CheckpointError, DamagedRunError
+from turbozero.io.errors import (
+    CheckpointError,
+    DamagedRunError,
+    MissingExtraError,
+    RunPathError,
+    TooLargeError,
+)
 from turbozero.validate import is_digits
+
+#: errors of a disk that refuses writes: read-only, full, over quota
+DISK_ERRORS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def _exit_at_once_on_interrupt() -> Iterator[None]:
+    """Ctrl-C ends the process at once, exit status 130, for commands that keep nothing.
+
+    A `KeyboardInterrupt` unwinding while XLA's threads still run a match could crash the
+    interpreter as it shut down (a segmentation fault); `os._exit` skips that teardown."""
+
+    def handler(signum: int, frame: Any) -> None:
+        sys.stderr.write("\ninterrupted\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+    try:
+        old = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _load_presets() -> None:
@@ -40,10 +76,10 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     _load_presets()
-    if args.resume and not args.out:
+    if args.resume and args.out is None:
         raise ConfigError("--resume needs --out RUN_DIR, the run to continue")
     if args.list or (not args.preset and not args.resume):
-        if not args.list and (args.set or args.out):
+        if not args.list and (args.set or args.out is not None):
             raise ConfigError(
                 "give a preset to train (turbozero train --list), or --resume with --out RUN_DIR"
             )
@@ -53,8 +89,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     from turbozero.io import enable_compilation_cache
 
+    if args.out is not None:
+        from turbozero.io.rundir import check_run_path
+
+        check_run_path(args.out)  # before anything is built (`--out ''` is no default)
     enable_compilation_cache()
-    out = Path(args.out) if args.out else None
+    out = Path(args.out) if args.out is not None else None
     if args.resume:
         config, algorithm, preset_name = _resumed_config(args)
     else:
@@ -68,7 +108,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     from turbozero.alphazero.train import train
 
-    train(config, out, resume=args.resume, preset=preset_name)
+    train(
+        config,
+        out,
+        resume=args.resume,
+        preset=preset_name,
+        check_memory=not args.skip_memory_check,
+    )
     return 0
 
 
@@ -128,10 +174,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 f"not search)"
             )
     enable_compilation_cache()
+    if args.accuracy:
+        for flag, value in (
+            ("--vs", args.vs),
+            ("--max-steps", args.max_steps),
+            ("--opening-moves", args.opening_moves),
+        ):
+            if value is not None:
+                raise ConfigError(f"{flag} is for games; --accuracy plays none")
+        if not 1 <= args.positions <= 100_000:
+            raise ConfigError(f"--positions must be in [1, 100000], got {args.positions}")
     loaded = turbozero.load_agent(args.run_dir, args.simulations, which=args.which)
     env = loaded.env
     key = jax.random.PRNGKey(args.seed)
-    if env.num_players == 1:
+    if args.accuracy:
+        from turbozero.arena.accuracy import SOLVED_GAMES, move_accuracy, positions_for
+
+        if env.name.removeprefix("pgx:") not in SOLVED_GAMES:
+            raise ConfigError(
+                f"--accuracy needs a solver, which exists for {', '.join(SOLVED_GAMES)}; "
+                f"{env.name!r} has none"
+            )
+        positions = positions_for(env.name, num_positions=args.positions)
+        acc = move_accuracy(env, loaded.agent, positions, key)
+        out = {
+            "run": str(args.run_dir),
+            "agent": loaded.agent.name,
+            "env": env.name,
+            "positions": acc.num_positions,
+            "accuracy_result": acc.result,
+            "accuracy_best": acc.best,
+            "phases": acc.phases,
+        }
+    elif env.num_players == 1:
         if args.vs is not None:
             raise ConfigError(f"--vs is for two-player games; {env.name!r} has one player")
         if args.opening_moves:
@@ -197,6 +272,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for k, v in out.items():
             if k in ("as_first", "as_second"):
                 v = "{} wins, {} draws, {} losses".format(*v)
+            elif k == "phases":
+                v = "; ".join(
+                    f"{name}: result {p['result']:.3f}, best {p['best']:.3f} "
+                    f"({p['positions']} positions)"
+                    for name, p in v.items()
+                )
             print(f"{k:>{width}}: {v}")
     return 0
 
@@ -306,13 +387,19 @@ def main(argv: list[str] | None = None) -> int:
         "num_epochs, max_wall_seconds; PPO: nothing)",
     )
     t.add_argument("--list", action="store_true", help="list presets")
+    t.add_argument(
+        "--skip-memory-check",
+        action="store_true",
+        help="start an AlphaZero run even if its estimated memory exceeds the machine's",
+    )
     t.set_defaults(fn=cmd_train)
     v = sub.add_parser("eval", help="play a trained agent against an opponent")
     v.add_argument("run_dir", help="a run directory, or a checkpoint step directory in it")
     v.add_argument(
         "--vs",
         default=None,
-        help="random (default) | perfect | mcts:N | RUN_DIR2, for two-player games (a second "
+        help="random (default) | perfect (tic_tac_toe, connect_four) | mcts:N | RUN_DIR2, for "
+        "two-player games (a second "
         "run's agent searches with --simulations too)",
     )
     v.add_argument(
@@ -353,6 +440,19 @@ def main(argv: list[str] | None = None) -> int:
         "(default 2; 0: none, e.g. to test against perfect play)",
     )
     v.add_argument("--seed", type=int, default=0, help="seed of the games (default 0)")
+    v.add_argument(
+        "--accuracy",
+        action="store_true",
+        help="instead of games: the share of solver-labelled positions where the agent's move "
+        "keeps the game's result, and where it is the solver's best (tic_tac_toe: all 4,520 "
+        "positions; connect_four: needs the [solvers] extra)",
+    )
+    v.add_argument(
+        "--positions",
+        type=int,
+        default=1000,
+        help="with --accuracy: Connect Four positions in the labelled set (default 1000)",
+    )
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.set_defaults(fn=cmd_eval)
     pl = sub.add_parser("play", help="play against a trained agent in the browser")
@@ -392,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_plot)
     args = parser.parse_args(argv)
     try:
+        if args.command == "eval":
+            with _exit_at_once_on_interrupt():
+                return int(args.fn(args))
         return int(args.fn(args))
     except KeyboardInterrupt:
         # training: a second Ctrl-C (the first finishes the epoch and saves); what was saved
@@ -401,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (
         ConfigError,
+        MissingExtraError,
+        RunPathError,
+        TooLargeError,
         CheckpointError,
         DamagedRunError,
         FileExistsError,
@@ -411,6 +517,14 @@ def main(argv: list[str] | None = None) -> int:
     except (NotADirectoryError, PermissionError, IsADirectoryError) as err:
         # a path that cannot be a run directory (under a file, not writable): the user's input
         print(f"error: {err.strerror}: {err.filename!r}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        # the disk refuses the writes (read-only, full, over quota): the machine's state, told
+        # in one line; what was saved before stays
+        if err.errno not in DISK_ERRORS:
+            raise
+        where = f": {err.filename!r}" if err.filename else ""
+        print(f"error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
     except FloatingPointError as err:  # training diverged; what was saved before stays
         print(f"error: {err}", file=sys.stderr)

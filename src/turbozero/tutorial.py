@@ -358,10 +358,10 @@ class Trainer:
             elif isinstance(t, BaselineTester):
                 if t.opponent == "perfect":
                     raise ValueError(
-                        "BaselineTester('perfect') needs the built-in tic_tac_toe game (`turbozero "
-                        "train tic_tac_toe`, or train(config) with env='tic_tac_toe'), whose "
-                        "positions it solves; a Trainer's game is given as functions. Use "
-                        "'random' or 'mcts:N' here."
+                        "BaselineTester('perfect') needs a built-in game with a perfect player "
+                        "(`turbozero train tic_tac_toe` or `connect_four`, or train(config) with "
+                        "that env), whose positions it solves; a Trainer's game is given as "
+                        "functions. Use 'random' or 'mcts:N' here."
                     )
                 opponents.append(t.opponent)
                 eval_games = max(eval_games, t.num_episodes + t.num_episodes % 2)

@@ -12,7 +12,13 @@ from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import RunDir
 
 CFG = TINY.with_overrides(
-    ["eval_every=1", "eval_opponents=random,best", "elo_pool_size=2", "elo_games_per_opponent=4"]
+    [
+        "eval_every=1",
+        "eval_opponents=random,best",
+        "elo_pool_size=2",
+        "elo_games_per_opponent=4",
+        "eval_accuracy=true",
+    ]
 )
 
 
@@ -53,7 +59,11 @@ def test_run_directory_holds_config_metrics_summary_plots_checkpoints(full_run):
     assert "eval/random/win" in summary["eval"]
     assert "elo" in rows[1] and "eval/best/score" in rows[1]
     assert list(rd.games.glob("latest_vs_random.html"))
-    assert (rd.plots / "losses.png").exists()
+    assert (rd.plots / "losses.png").exists() and (rd.plots / "strength.png").exists()
+    assert not (rd.plots / "evaluation.png").exists()  # strength.png holds the evaluation
+    for r in rows:  # move accuracy over tic-tac-toe's 4,520 positions at every evaluation
+        assert 0.0 <= r["eval/accuracy/result"] <= 1.0
+        assert r["eval/accuracy/best"] == r["eval/accuracy/result"]  # win/draw/loss labels
     assert (rd.path / "best").exists()
     assert summary["epochs"] == 2
 
@@ -280,3 +290,95 @@ def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waitin
     train(idle, tmp_path / "idle", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "idle" / "metrics.jsonl").read_text().splitlines()]
     assert not any(row.get("waiting_for_positions") for row in rows) and len(rows) == 2
+
+
+@pytest.mark.parametrize(
+    ("setting", "module", "extra"),
+    [("tensorboard=true", "tensorboardX", "tensorboard"), ("wandb_project=x", "wandb", "wandb")],
+)
+def test_a_missing_logging_extra_is_one_line_and_leaves_no_run(
+    tmp_path, monkeypatch, capsys, setting, module, extra
+):
+    import sys
+
+    from turbozero.cli import main
+
+    monkeypatch.setitem(sys.modules, module, None)  # not installed
+    out = tmp_path / "run"
+    assert main(["train", "tic_tac_toe", "--out", str(out), "--set", setting]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"pip install 'turbozero[{extra}]'" in err[0]
+    assert not out.exists()
+
+
+def test_a_resumed_run_may_switch_its_loggers(full_run, tmp_path, monkeypatch):
+    import shutil
+    import sys
+    import types
+
+    scalars = []
+
+    class Writer:  # stands in for tensorboardX's (an optional extra)
+        def __init__(self, logdir, purge_step=None):
+            pass
+
+        def add_scalar(self, key, value, step):
+            scalars.append((key, step))
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "tensorboardX", types.SimpleNamespace(SummaryWriter=Writer))
+    run = tmp_path / "copy"
+    shutil.copytree(full_run[0], run)
+    config = CFG.with_overrides(["tensorboard=true", "num_epochs=3"])
+    summary = train(config, run, resume=True, progress=False)
+    assert summary["epochs"] == 3
+    assert ("loss", 216) in scalars  # the resumed epoch 3 (72 positions an epoch)
+
+
+def test_ctrl_c_during_eval_prints_interrupted_and_exits_130(full_run):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.subprocesses import pythonpath
+
+    run, _ = full_run
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
+    cmd = [sys.executable, "-m", "turbozero.cli", "eval", str(run), "--games", "2000"]
+    cmd += ["--simulations", "200", "--vs", "mcts:200"]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)  # inside the match (loading and compiling take about 3 s)
+    assert proc.poll() is None, "the match ended before the interrupt"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
+
+
+def test_a_run_larger_than_the_machines_memory_is_refused_before_anything_is_written(
+    tmp_path, capsys
+):
+    from turbozero.cli import main
+    from turbozero.io.errors import TooLargeError
+
+    out = tmp_path / "run"
+    code = main(["train", "tic_tac_toe", "--out", str(out), "--set", "num_games=2000000000"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "GiB, more than this machine's" in err[0] and "--skip-memory-check" in err[0]
+    assert not out.exists()
+    with pytest.raises(TooLargeError):
+        train(CFG.with_overrides(["num_games=2000000000"]), out, progress=False)
+    # a run that fits starts as before (the check is on by default everywhere else)
+    from turbozero.io.resources import check_fits_in_memory
+
+    check_fits_in_memory(1 << 20, "x", memory=1 << 21)
+    with pytest.raises(TooLargeError, match=r"about 0\.0 GiB"):
+        check_fits_in_memory(1 << 22, "x", memory=1 << 21)

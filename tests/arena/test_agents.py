@@ -103,9 +103,9 @@ def test_perfect_agent_completes_its_own_line(tic_tac_toe):
     np.testing.assert_allclose(np.asarray(out.weights[0]), np.eye(9)[2])
 
 
-def test_perfect_agent_refuses_other_games():
-    with pytest.raises(ValueError, match="tic_tac_toe"):
-        perfect_agent(envs.make("connect_four"))
+def test_perfect_agent_refuses_games_without_a_perfect_player():
+    with pytest.raises(ValueError, match="no perfect player for 'othello'.*tic_tac_toe"):
+        perfect_agent(envs.make("othello"))
 
 
 def test_factories_validate_arguments(tic_tac_toe):

@@ -35,6 +35,9 @@ TINY_RUN = [
     "memory_capacity=16",
     "warmup_steps=0",
     "augment=false",
+    "train_steps_per_epoch=4",
+    "eval_simulations=0",
+    "eval_accuracy=false",
 ]
 
 
@@ -358,3 +361,66 @@ def test_a_malformed_content_length_is_refused_with_400(served, length):
     response = conn.getresponse()
     assert response.status == 400 and "Content-Length" in json.load(response)["error"]
     conn.close()
+
+
+def _raw(url: str, data: bytes, *, shut_write: bool = True, timeout: float = 30) -> bytes:
+    """Send raw bytes to the server and read until it closes the connection."""
+    import socket
+
+    host, port = url.split("//", 1)[1].rstrip("/").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(data)
+        if shut_write:
+            sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_every_route_checks_the_host_asked_for(served):
+    url, _ = served
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    for path in ("/api/state", "/", "/app.js"):
+        answer = _raw(url, f"GET {path} HTTP/1.1\r\nHost: evil.example:{port}\r\n\r\n".encode())
+        assert answer.startswith(b"HTTP/1.0 403"), answer[:80]
+        assert b'"history"' not in answer
+    answer = _raw(url, f"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.0 200")
+
+
+def test_a_body_shorter_than_its_content_length_is_400_and_applies_nothing(served):
+    url, _ = served
+    state = new_game(url)
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    body = b'{"action": 4}'
+    head = f"POST /api/move HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 40\r\n\r\n"
+    answer = _raw(url, head.encode() + body)  # then the client stops sending
+    assert answer.startswith(b"HTTP/1.0 400") and b"shorter than its Content-Length" in answer
+    assert request(url, "/api/state")[1]["history"] == state["history"]
+
+
+def test_a_stalled_connection_is_dropped_and_says_nothing(served, monkeypatch, capfd):
+    import time
+
+    from turbozero.play import server as play_server
+
+    monkeypatch.setattr(play_server, "READ_TIMEOUT_SECONDS", 0.5)
+    _, game = served
+    server = make_server(game, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = url_of(server)
+        start = time.perf_counter()
+        assert _raw(url, b"GET /api/st", shut_write=False, timeout=30) == b""  # closed on us
+        assert time.perf_counter() - start < 10
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        head = f"POST /api/new HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 30\r\n\r\n"
+        answer = _raw(url, head.encode() + b"{", shut_write=False)  # a body that never comes
+        assert answer.startswith(b"HTTP/1.0 400")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert "Traceback" not in capfd.readouterr().err

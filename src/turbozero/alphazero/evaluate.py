@@ -1,5 +1,5 @@
 """Testers run during training: baselines, "vs best" (optional gating), approximate Elo over a
-pool of past networks, and game records of the last evaluation.
+pool of past networks, move accuracy against a solver, and game records of the last evaluation.
 
 The tester state (best parameters, Elo pool and its games) is saved in checkpoints so a resumed
 run evaluates exactly as an uninterrupted one.
@@ -29,6 +29,7 @@ from turbozero.arena import (
     replay_game,
     rollout_mcts_agent,
 )
+from turbozero.arena.accuracy import move_accuracy, positions_for
 from turbozero.types import Params, PRNGKey
 
 ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
@@ -55,6 +56,11 @@ class Evaluator:
                 self.opponents[opp] = perfect_agent(env)
             elif opp.startswith("mcts:"):
                 self.opponents[opp] = rollout_mcts_agent(env, num_simulations=int(opp[5:]))
+        self.positions = (
+            positions_for(env.name, num_positions=cfg.eval_accuracy_positions)
+            if cfg.eval_accuracy
+            else None
+        )
         # tester state
         self.best_params: Params | None = None
         self.best_score = -np.inf  # the best's mean score against the fixed opponents
@@ -121,6 +127,10 @@ class Evaluator:
                 records[name] = r
                 if cfg.elo_pool_size:  # (the games are kept for the Elo fit only)
                     self.elo = self.elo.add_record(me, name, r.wins, r.draws, r.losses)
+            if self.positions is not None:
+                acc = move_accuracy(env, current, self.positions, jax.random.fold_in(key, 3000))
+                out["eval/accuracy/result"] = acc.result
+                out["eval/accuracy/best"] = acc.best
             vs_best = None
             if "best" in cfg.eval_opponents and self.best_params is not None:
                 best = self.agent(self.best_params, "best")
@@ -149,6 +159,8 @@ class Evaluator:
             if scores or vs_best is not None:
                 out["eval/score"] = float(np.mean(scores)) if scores else vs_best
             fixed = float(np.mean(scores)) if scores else None
+            if "eval/accuracy/result" in out:  # the solver's verdict ranks networks first
+                fixed = out["eval/accuracy/result"]
             self._update_best(params, me, fixed, vs_best, ratings)
         if games_dir is not None and records and env.render_svg is not None:
             name, r = next(iter(records.items()))
@@ -232,8 +244,9 @@ def better_than_best(
        must reach the threshold;
     2. both in the Elo fit: `me`'s rating at least the best's rating of the same fit (ratings
        are refitted at every evaluation, so a stored rating would drift);
-    3. a mean score against the fixed opponents (random, perfect, rollout MCTS; one-player
-       games: the mean return): at least the best's mean when it was made best;
+    3. a fixed measure: the move accuracy against a solver where `eval_accuracy` is on, else
+       the mean score against the fixed opponents (random, perfect, rollout MCTS; one-player
+       games: the mean return): at least the best's when it was made best;
     4. a match against the best, ungated: a score of at least 0.5 (not worse head to head).
     The first evaluation makes the best; with none of these measures (no opponents and no Elo
     pool) every network evaluated becomes the best, so that "best" is the latest one rather

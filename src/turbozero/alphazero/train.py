@@ -25,8 +25,9 @@ from turbozero.alphazero.evaluate import Evaluator
 from turbozero.alphazero.sharding import Sharder, maybe_initialize_distributed
 from turbozero.alphazero.trainer import TrainState, make_alphazero
 from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.logger import MetricsLogger
+from turbozero.io.logger import MetricsLogger, check_logging_extras
 from turbozero.io.plots import plot_run
+from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
 from turbozero.nets import param_count
@@ -90,8 +91,9 @@ def agree(decision: bool) -> bool:
     return bool(multihost_utils.broadcast_one_to_all(np.asarray(decision)))
 
 
-#: settings a resumed run may change: where it stops (neither changes what an epoch computes)
-RESUME_MAY_CHANGE = ("num_epochs", "max_wall_seconds")
+#: settings a resumed run may change: where it stops and where it logs (none changes what an
+#: epoch computes)
+RESUME_MAY_CHANGE = ("num_epochs", "max_wall_seconds", "tensorboard", "wandb_project")
 
 
 def _same_on_every_process(settings: dict[str, Any]) -> None:
@@ -242,6 +244,7 @@ def train(
     progress: bool | None = None,
     num_epochs: int | None = None,
     parts: dict[str, Any] | None = None,
+    check_memory: bool = True,
 ) -> dict[str, Any]:
     """Run AlphaZero training; returns the summary (also written to `summary.json`).
 
@@ -257,6 +260,8 @@ def train(
         parts: pieces that replace what the config builds (see `make_alphazero`), e.g. a user's
             own `env` and flax `module`; a resumed run must be given the same parts (the run
             records them, see `describe_parts`, and refuses others).
+        check_memory: refuse a run whose training state would not fit in this machine's memory
+            (`TooLargeError`, before anything is allocated or written); False to try anyway.
 
     Raises:
         RunInUseError: another training holds `run_dir` (a `FileExistsError`).
@@ -264,7 +269,9 @@ def train(
             diverged); that epoch is not saved, so the latest checkpoint keeps finite ones.
     """
     with contextlib.ExitStack() as cleanup:
-        return _train(config, run_dir, resume, preset, progress, num_epochs, parts, cleanup)
+        return _train(
+            config, run_dir, resume, preset, progress, num_epochs, parts, check_memory, cleanup
+        )
 
 
 def _train(
@@ -275,6 +282,7 @@ def _train(
     progress: bool | None,
     num_epochs: int | None,
     parts: dict[str, Any] | None,
+    check_memory: bool,
     cleanup: contextlib.ExitStack,
 ) -> dict[str, Any]:
     if num_epochs is not None:
@@ -286,6 +294,7 @@ def _train(
                 f"{config.num_epochs}: it is where to stop early; to train longer, set the "
                 f"config's num_epochs"
             )
+    check_logging_extras(config)  # (before anything is built or written)
     maybe_initialize_distributed()
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     if jax.process_count() > 1 and run_dir is None:
@@ -301,6 +310,10 @@ def _train(
     az = make_alphazero(config, **(parts or {}), mesh=sharder.mesh)
     if not resume:
         config.check_new_run(az.env.num_players)
+    state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+    if check_memory:
+        what = "the training state (trees, replay memory, network and optimizer)"
+        check_fits_in_memory(_nbytes(state_shape), what)
     # process 0 decides the best network for all: a process whose evaluation came out otherwise
     # (another device's rounding) must neither keep another best nor skip a save the others make
     evaluator = Evaluator(az, decide=agree)
@@ -323,7 +336,6 @@ def _train(
         )
     cfg = config
     env = az.env
-    state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
     state = sharder.jit_init(az.init)(jax.random.PRNGKey(cfg.seed))
     costs = {
         "tree_bytes": tree_bytes(env, cfg.num_games, cfg.search.max_nodes),
@@ -454,6 +466,7 @@ def _train(
             t0 = time.perf_counter()
             state, sp = collect(state, cfg.collection_steps_per_epoch)
             jax.block_until_ready(state.key)
+            flag.check_abort()
             t1 = time.perf_counter()
             available = int(state.selfplay.memory.positions_sampleable)
             t_train = time.perf_counter()  # (the first count above compiles its sum)
@@ -464,6 +477,7 @@ def _train(
                 for _ in range(cfg.train_steps_per_epoch):
                     state, lm = train_steps(state, 1)
                     step_metrics.append(lm)
+                    flag.check_abort()
                 step_metrics = jax.device_get(step_metrics)
                 row.update(
                     {k: float(np.mean([m[k] for m in step_metrics])) for k in step_metrics[0]}
@@ -536,6 +550,7 @@ def _train(
             wall = time.perf_counter() - start
             row.update(epoch=epoch, env_steps=positions_played(cfg, epoch), wall_seconds=wall)
             log.epoch(row)
+            flag.check_abort()
             stop = out_of_time or agree(flag.stop)
             if out_of_time:
                 log.info(f"max_wall_seconds={cfg.max_wall_seconds} reached at epoch {epoch}")

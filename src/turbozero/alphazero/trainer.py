@@ -108,6 +108,16 @@ def augmentations(env: Env):
     return []
 
 
+def value_target(outcome: Array, root_value: Array, root_value_weight: float) -> Array:
+    """The value target `[S]`: the game's outcome mixed with the search's root value (both for
+    the player to move); weight 0 is AlphaZero's outcome alone. The root value is what a search
+    of that position expected, so mixing it in lowers the target's variance (an outcome is one
+    draw of a noisy self-play game) at the price of the network's own bias."""
+    if not root_value_weight:
+        return outcome
+    return (1.0 - root_value_weight) * outcome + root_value_weight * root_value
+
+
 def make_alphazero(
     config: AlphaZeroConfig,
     *,
@@ -225,7 +235,9 @@ def make_alphazero(
             observation=sample.experience["observation"],
             policy=sample.experience["policy"],
             mask=sample.experience["mask"],
-            outcome=sample.outcome,
+            outcome=value_target(
+                sample.outcome, sample.experience["root_value"], cfg.root_value_weight
+            ),
             valid=sample.valid,
         )
 

@@ -6,15 +6,16 @@ from turbozero.arena.agents import (
     PolicyFn,
     make_agent,
     network_agent,
-    perfect_agent,
     random_agent,
 )
 from turbozero.arena.elo import EloPool, fit_elo
 from turbozero.arena.match import MatchResult, Record, play_match, wilson_interval
+from turbozero.arena.perfect import PERFECT_GAMES, perfect_agent
 from turbozero.arena.records import render_game_svgs, replay_game
 from turbozero.arena.search_agents import alphazero_agent, rollout_mcts_agent
 
 __all__ = [
+    "PERFECT_GAMES",
     "Agent",
     "AgentOutput",
     "EloPool",

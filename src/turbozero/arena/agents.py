@@ -11,8 +11,9 @@ e.g. a batched pgx `State`); policies read observations and legal-action masks t
 they close over. `key` is consumed. Policies must accept terminal states in the batch (whose
 action masks are unspecified) and return some action for them; the match ignores it.
 
-Kinds built here: `random_agent`, `network_agent` and (tic-tac-toe only) `perfect_agent`. Search
-agents (AlphaZero, rollout MCTS) are built on `turbozero.search` with the same interface.
+Kinds built here: `random_agent` and `network_agent`; perfect players are in
+`turbozero.arena.perfect`, and search agents (AlphaZero, rollout MCTS) are built on
+`turbozero.search` with the same interface.
 
 Policy functions are small frozen dataclasses whose equality is that of their configuration, so
 calling `network_agent(env, eval_fn, new_params)` again gives an equal `policy_fn` and reuses the
@@ -206,16 +207,3 @@ def network_agent(
     _check_network(env, eval_fn, params)
     policy = NetworkPolicy(env, eval_fn, sample=bool(sample), temperature=temperature)
     return make_agent(policy, params, name=name)
-
-
-def perfect_agent(env: Env, *, name: str = "perfect") -> Agent:
-    """A perfect tic-tac-toe player choosing uniformly among optimal moves.
-
-    See `turbozero.arena.perfect`.
-
-    Raises:
-        ValueError: if `env` is not tic-tac-toe.
-    """
-    from turbozero.arena.perfect import perfect_tic_tac_toe_agent
-
-    return perfect_tic_tac_toe_agent(env, name=name)

@@ -1,4 +1,7 @@
-"""A perfect tic-tac-toe player from an exhaustive minimax table.
+"""Perfect players: `perfect_agent(env)` for the games in `PERFECT_GAMES`.
+
+Tic-tac-toe plays from an exhaustive minimax table, built here; Connect Four asks the `bitbully`
+solver (`turbozero.arena.connect_four`, the `solvers` extra).
 
 Positions are encoded from the mover's point of view: cell `k` (row-major, the same index as the
 action that marks it) holds 0 when empty, 1 for the mover's mark, 2 for the opponent's, and the
@@ -110,3 +113,26 @@ def perfect_tic_tac_toe_agent(env: Env, *, name: str = "perfect") -> Agent:
             f"got {env!r}"
         )
     return make_agent(PerfectPolicy(env), jnp.asarray(solve_tic_tac_toe()), name=name)
+
+
+#: games with a perfect player, and the extra each needs (None: none)
+PERFECT_GAMES: dict[str, str | None] = {"tic_tac_toe": None, "connect_four": "solvers"}
+
+
+def perfect_agent(env: Env, *, name: str = "perfect") -> Agent:
+    """A perfect player of `env` choosing uniformly among its best moves.
+
+    Raises:
+        ValueError: if `env` has no perfect player here (see `PERFECT_GAMES`).
+        MissingExtraError: if the game's solver is not installed.
+    """
+    game = env.name.removeprefix("pgx:")
+    if game == "connect_four":
+        from turbozero.arena.connect_four import perfect_connect_four_agent
+
+        return perfect_connect_four_agent(env, name=name)
+    if game == "tic_tac_toe":
+        return perfect_tic_tac_toe_agent(env, name=name)
+    raise ValueError(
+        f"no perfect player for {env.name!r}; games with one: {', '.join(PERFECT_GAMES)}"
+    )

@@ -1,21 +1,51 @@
 """Checkpoints with orbax: atomic saves (written to a temporary directory, then renamed), rotation
-of the last K, and a JSON side record (format version, config, counters) per checkpoint."""
+of the last K, and a JSON side record (format version, config, counters, a CRC-32 per array)
+per checkpoint. A restored array whose checksum differs from the saved one makes the checkpoint
+unreadable (a damaged one, passed over by `restore_newest`)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from turbozero.io.errors import CheckpointError, UnreadableCheckpointError
 
 # 2: packed search-tree layout; 3: int32 state words, edge rows PROBS, CHILD, PRIOR
 FORMAT_VERSION = 3
+
+
+def _path_name(path: tuple[Any, ...]) -> str:
+    """`train/params/Dense_0/kernel`: a leaf's path with dict keys, attribute names and indices
+    alike, so that a partial restore (nested dicts) names a leaf as the full state does."""
+    parts = []
+    for entry in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    return "/".join(parts)
+
+
+def array_checksums(tree: Any) -> dict[str, int]:
+    """CRC-32 of every array leaf's bytes, by leaf path (`_path_name`). Arrays this process
+    does not hold whole (sharded over several processes) are left out."""
+    out = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            continue
+        data = np.ascontiguousarray(np.asarray(leaf))
+        out[_path_name(path)] = zlib.crc32(data.view(np.uint8).reshape(-1).data)
+    return out
 
 
 class Checkpointer:
@@ -50,7 +80,12 @@ class Checkpointer:
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         """Save `state` and `meta` as `step`, replacing a checkpoint of that step if any."""
-        meta = {**meta, "format_version": FORMAT_VERSION, "step": int(step)}
+        meta = {
+            **meta,
+            "format_version": FORMAT_VERSION,
+            "step": int(step),
+            "checksums": array_checksums(state),
+        }
         if step in self.manager.all_steps():
             self.manager.delete(step)
         self.manager.save(
@@ -61,6 +96,19 @@ class Checkpointer:
             force=True,
         )
         self.manager.wait_until_finished()
+        if jax.process_index() == 0:
+            self.verify_saved(step)
+
+    def verify_saved(self, step: int) -> None:
+        """Raise `UnreadableCheckpointError` if the save of `step` left its arrays without the
+        top-level index that a restore reads (orbax writes per-process files, then merges them;
+        a merge it skipped, as under a path it took for a pattern, left a save that "succeeded"
+        and could never be read back)."""
+        state = self.directory / str(step) / "state"
+        if any(state.glob("ocdbt.process_*")) and not (state / "manifest.ocdbt").exists():
+            raise self._unreadable(
+                step, FileNotFoundError(f"the save wrote no {state / 'manifest.ocdbt'}")
+            )
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
@@ -172,7 +220,15 @@ class Checkpointer:
             if self._passing(e):
                 raise
             raise self._unreadable(step, e) from e
-        return out["state"], dict(out["meta"])
+        meta = dict(out["meta"])
+        saved = meta.get("checksums")  # (checkpoints written before checksums have none)
+        if isinstance(saved, dict):
+            for name, crc in array_checksums(out["state"]).items():
+                if name in saved and saved[name] != crc:
+                    raise self._unreadable(
+                        step, ValueError(f"array {name!r} does not match its saved checksum")
+                    )
+        return out["state"], meta
 
     def restore_newest(
         self, like: Callable[[dict[str, Any]], Any]

@@ -17,3 +17,23 @@ class RunInUseError(FileExistsError):
 
 class DamagedRunError(ValueError):
     """A run directory whose `config.json` is not what a run writes (hand-edited, cut short)."""
+
+
+class RunPathError(ValueError):
+    """A run directory path that checkpoints cannot live under (see `rundir.check_run_path`)."""
+
+
+class MissingExtraError(ValueError):
+    """An optional dependency that a requested feature needs is not installed; the message
+    names the extra to install (`pip install 'turbozero[EXTRA]'`)."""
+
+    def __init__(self, feature: str, extra: str, package: str):
+        super().__init__(
+            f"{feature} needs the {package!r} package: pip install 'turbozero[{extra}]'"
+        )
+        self.extra = extra
+        self.package = package
+
+
+class TooLargeError(ValueError):
+    """A run whose arrays would not fit in the machine's memory (refused before allocating)."""

@@ -7,6 +7,7 @@ import secrets
 import sys
 from typing import Any
 
+from turbozero.io.errors import MissingExtraError
 from turbozero.io.rundir import RunDir
 
 SHOWN = (
@@ -19,6 +20,25 @@ SHOWN = (
     "eval/return",
     "elo",
 )
+
+
+def check_logging_extras(config: Any) -> None:
+    """Refuse a config whose loggers are not installed, before a run directory is made.
+
+    Raises:
+        MissingExtraError: naming the setting and the extra to install.
+    """
+    import importlib
+
+    for setting, on, module, extra in (
+        ("tensorboard=true", getattr(config, "tensorboard", False), "tensorboardX", "tensorboard"),
+        ("wandb_project", getattr(config, "wandb_project", None), "wandb", "wandb"),
+    ):
+        if on:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                raise MissingExtraError(setting, extra, module) from None
 
 
 def _fmt(v: Any) -> str:
@@ -48,18 +68,14 @@ class MetricsLogger:
         self._wandb: Any = None
         self._tb_writer: Any = None  # the class; the writer is made at the first row
         if enabled and config is not None and getattr(config, "tensorboard", False):
-            try:
-                from tensorboardX import SummaryWriter
-            except ImportError as e:
-                raise ImportError(
-                    "tensorboard=True needs `pip install turbozero[tensorboard]`"
-                ) from e
+            check_logging_extras(config)
+            from tensorboardX import SummaryWriter
+
             self._tb_writer = SummaryWriter
         if enabled and config is not None and getattr(config, "wandb_project", None):
-            try:
-                import wandb
-            except ImportError as e:
-                raise ImportError("wandb_project needs `pip install turbozero[wandb]`") from e
+            check_logging_extras(config)
+            import wandb
+
             # one W&B run per run directory: a resumed run continues it
             id_file = run_dir.path / "wandb_id"
             if not id_file.exists():

@@ -1,4 +1,4 @@
-"""PNG plots of a run's `metrics.jsonl`: losses, throughput, evaluation results."""
+"""PNG plots of a run's `metrics.jsonl`: strength, losses, throughput, evaluation results."""
 
 from __future__ import annotations
 
@@ -34,8 +34,81 @@ def is_fraction(key: str, values: list[float]) -> bool:
     return named and all(0.0 <= v <= 1.0 for v in values)
 
 
+def strength_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The strength panels a run's rows support: `{panel title: {line label: metric key}}`.
+
+    Move accuracy against a solver, the score against each fixed opponent (wins plus half the
+    draws, from the `eval/NAME/win` and `eval/NAME/draw` rates), the score against the best
+    network, the Elo rating, and a one-player game's mean return."""
+    keys = {k for r in rows for k in r}
+    panels: dict[str, dict[str, str]] = {}
+    accuracy = {
+        label: f"eval/accuracy/{name}"
+        for name, label in (("result", "keeps the result"), ("best", "solver's best move"))
+        if f"eval/accuracy/{name}" in keys
+    }
+    if accuracy:
+        panels["move accuracy vs solver"] = accuracy
+    opponents = sorted(k[5:-4] for k in keys if k.startswith("eval/") and k.endswith("/win"))
+    score = {f"vs {o}": f"score:{o}" for o in opponents}
+    if "eval/best/score" in keys:
+        score["vs best so far"] = "eval/best/score"
+    if score:
+        panels["score (win + draw/2)"] = score
+    if "elo" in keys:
+        panels["Elo (random = 0)"] = {"Elo": "elo"}
+    if "eval/return" in keys:
+        panels["mean return"] = {"return": "eval/return"}
+    return panels
+
+
+def _value(row: dict[str, Any], key: str) -> float | None:
+    if key.startswith("score:"):
+        name = key[6:]
+        win, draw = row.get(f"eval/{name}/win"), row.get(f"eval/{name}/draw")
+        return None if win is None else win + 0.5 * (draw or 0.0)
+    value = row.get(key)
+    return None if value is None else float(value)
+
+
+def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
+    """One figure of strength over time: a row per panel of `strength_series`, against
+    wall-clock minutes (left) and environment steps (right). False if there is nothing to plot."""
+    import matplotlib.pyplot as plt
+
+    panels = strength_series(rows)
+    if not panels:
+        return False
+    fig, axes = plt.subplots(
+        len(panels), 2, figsize=(10, 2.8 * len(panels)), squeeze=False, sharey="row"
+    )
+    for (title, lines), row_axes in zip(panels.items(), axes, strict=True):
+        for ax, x_key, scale in zip(
+            row_axes, ("wall_seconds", "env_steps"), (1 / 60, 1.0), strict=True
+        ):
+            for label, key in lines.items():
+                points = [(r[x_key] * scale, _value(r, key)) for r in rows if x_key in r]
+                points = [(x, y) for x, y in points if y is not None]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
+            if "accuracy" in title or "score" in title:
+                ax.set_ylim(-0.03, 1.03)
+            ax.grid(alpha=0.3)
+        row_axes[0].set_ylabel(title, fontsize=9)
+        row_axes[1].legend(fontsize=8, loc="lower right")
+    axes[-1, 0].set_xlabel("training wall-clock (minutes)")
+    axes[-1, 1].set_xlabel("environment steps (positions)")
+    fig.suptitle("strength during training", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True
+
+
 def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write `losses.png`, `throughput.png` and `evaluation.png` (what the rows hold)."""
+    """Write `strength.png` (AlphaZero runs), `losses.png`, `throughput.png` and, for runs
+    whose evaluation is not a strength measure (PPO), `evaluation.png`: what the rows hold."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -45,9 +118,13 @@ def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     groups = dict(GROUPS)
-    groups["evaluation"] = tuple(
-        sorted({k for r in rows for k in r if k.startswith(("eval/", "elo"))})
-    )
+    is_alphazero = any("positions_per_s" in r for r in rows)
+    if is_alphazero and plot_strength(rows, out / "strength.png"):
+        written.append(out / "strength.png")
+    else:
+        groups["evaluation"] = tuple(
+            sorted({k for r in rows for k in r if k.startswith(("eval/", "elo"))})
+        )
     for name, keys in groups.items():
         present = [k for k in keys if any(k in r and r[k] is not None for r in rows)]
         if not present:

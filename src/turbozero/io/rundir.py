@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from turbozero.io.errors import DamagedRunError, RunInUseError
+from turbozero.io.errors import DamagedRunError, RunInUseError, RunPathError
 
 #: the algorithms whose runs this layout holds (`config.json`'s "algorithm")
 ALGORITHMS = ("alphazero", "ppo")
@@ -68,6 +68,30 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+#: characters orbax reads as glob patterns or separators when it gathers a checkpoint's files:
+#: under such a path saves "succeed" and can never be read back
+UNSAFE_PATH_CHARACTERS = "[]*?\\"
+
+
+def check_run_path(path: str | os.PathLike[str]) -> None:
+    """Refuse a run directory the checkpoints cannot live under: an empty path, or one (with
+    its parent folders) holding a character of `UNSAFE_PATH_CHARACTERS`.
+
+    Raises:
+        RunPathError: naming the path and the character.
+    """
+    if not str(path).strip():
+        raise RunPathError("the run directory is an empty path: name a directory (--out)")
+    full = str(Path(path).absolute())
+    bad = sorted({c for c in full if c in UNSAFE_PATH_CHARACTERS})
+    if bad:
+        raise RunPathError(
+            f"the run directory {full!r} holds {' '.join(repr(c) for c in bad)}, which the "
+            f"checkpoint library reads as a pattern (its saves could not be read back): choose "
+            f"a path without {UNSAFE_PATH_CHARACTERS}"
+        )
+
+
 class RunDir:
     """Paths and small writers of one run directory."""
 
@@ -102,7 +126,9 @@ class RunDir:
         return self.config_path.is_file()
 
     def create(self, *, resume: bool = False) -> RunDir:
-        """Create the layout. An existing run without `resume` is an error, never overwritten."""
+        """Create the layout. An existing run without `resume` is an error, never overwritten;
+        so is a path the checkpoints cannot live under (`check_run_path`)."""
+        check_run_path(self.path)
         if self.path.exists() and not self.path.is_dir():
             raise FileExistsError(
                 f"{str(self.path)!r} is a file, not a run directory: choose another directory "

@@ -42,6 +42,10 @@ from turbozero.validate import is_digits
 HOST = "127.0.0.1"
 TOP_MOVES = 5
 MAX_BODY_BYTES = 4096
+#: seconds a connection may stay silent (a stalled client is dropped, its request not applied)
+READ_TIMEOUT_SECONDS = 10.0
+#: a client that went away: nothing to report
+DISCONNECTED = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 POST_ROUTES = ("/api/move", "/api/undo", "/api/new")
 MAX_AGENT_MOVES = 10_000  # agent moves in a row before we call the game broken
 
@@ -401,6 +405,7 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "turbozero-play"
+        timeout = READ_TIMEOUT_SECONDS  # on every read of the connection
 
         def log_message(self, format: str, *args: Any) -> None:
             if not quiet:
@@ -413,8 +418,11 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.end_headers()
+                self.wfile.write(body)
+            except DISCONNECTED:  # the client left before the answer
+                self.close_connection = True
 
         def _json(self, status: int, data: Any, allow: str = "") -> None:
             self._send(status, json.dumps(data).encode(), "application/json", allow)
@@ -426,7 +434,15 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
             length = int(given)
             if length > MAX_BODY_BYTES:
                 raise IllegalMoveError(f"request body over {MAX_BODY_BYTES} bytes")
-            raw = self.rfile.read(length) if length else b"{}"
+            try:
+                raw = self.rfile.read(length) if length else b"{}"
+            except TimeoutError:
+                raw = b""
+            if len(raw) < length:  # the client stalled or left mid-body: apply nothing
+                self.close_connection = True
+                raise IllegalMoveError(
+                    f"request body shorter than its Content-Length ({len(raw)} of {length} bytes)"
+                )
             try:
                 data = json.loads(raw or b"{}")
             except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
@@ -439,7 +455,9 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             try:
-                if path == "/api/state":
+                if self._foreign_host():
+                    self._json(403, {"error": "this server answers to 127.0.0.1 only"})
+                elif path == "/api/state":
                     self._json(200, game.snapshot())
                 elif path in static:
                     self._send(200, *static[path])
@@ -450,16 +468,21 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
             except Exception as err:  # keep serving; say what went wrong
                 self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(err)})
 
-        def _foreign_origin(self) -> bool:
-            """A request a page of another site sent (browsers name the page's origin): the
-            game is this machine's user's, not any website's they happen to visit. The host
-            asked for must be this machine by name too: a site whose name was pointed at
-            127.0.0.1 (DNS rebinding) is its own origin, but not `localhost`."""
+        def _foreign_host(self) -> bool:
+            """The host asked for is not this machine by name: a site whose name was pointed
+            at 127.0.0.1 (DNS rebinding) would otherwise read and move through its own page."""
             host = self.headers.get("Host", "")
             address = self.server.server_address
             bound = str(address[0]) if isinstance(address, tuple) else ""
-            if host.rsplit(":", 1)[0] not in ("127.0.0.1", "localhost", "[::1]", bound):
+            return host.rsplit(":", 1)[0] not in ("127.0.0.1", "localhost", "[::1]", bound)
+
+        def _foreign_origin(self) -> bool:
+            """A request a page of another site sent (browsers name the page's origin), or one
+            for a foreign host (`_foreign_host`): the game is this machine's user's, not any
+            website's they happen to visit."""
+            if self._foreign_host():
                 return True
+            host = self.headers.get("Host", "")
             origin = self.headers.get("Origin")
             if origin is None:  # not from a browser page (curl, scripts)
                 return False
@@ -497,6 +520,17 @@ def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    """Says nothing of clients that disconnect or stall (the standard server prints a
+    traceback for each)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], DISCONNECTED):
+            super().handle_error(request, client_address)
+
+
 def make_server(
     game: Game, *, port: int = 0, host: str = HOST, quiet: bool = True
 ) -> ThreadingHTTPServer:
@@ -508,11 +542,11 @@ def make_server(
         raise ValueError(f"port must be in [0, 65535], got {port}")
     handler = _make_handler(game, quiet=quiet)
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        server: ThreadingHTTPServer = _Server((host, port), handler)
     except OSError as err:
         if port == 0 or err.errno not in (errno.EADDRINUSE, errno.EACCES):
             raise
-        server = ThreadingHTTPServer((host, 0), handler)
+        server = _Server((host, 0), handler)
     server.daemon_threads = True
     return server
 

@@ -333,6 +333,7 @@ def _train_ppo(
             t0 = time.perf_counter()
             learner, train_metrics = compiled_update(ckpt.learner)
             jax.block_until_ready(learner)
+            flag.check_abort()
             t1 = time.perf_counter()
             eval_key, k = jax.random.split(ckpt.eval_key)
             returns = evaluate(learner.params, learner.obs_stats, jax.random.split(k, seeds))
@@ -354,6 +355,7 @@ def _train_ppo(
                 **eval_row,
             }
             log.epoch(row)
+            flag.check_abort()
             if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or flag.stop:
                 save(epoch, wall)
             rd.write_json("summary.json", summary(wall))

@@ -1,0 +1,116 @@
+"""Strength per wall-clock second: a preset trained for a fixed budget, then its move accuracy
+against a perfect solver, beside a named baseline recipe trained in the same script.
+
+Each run trains the preset (`turbozero.train`) with `max_wall_seconds` set to the budget (the
+preset's own `num_epochs` still stops it earlier), then asks its latest network, searching with
+the preset's own evaluation simulation count, for a move in every labelled position
+(`turbozero.arena.accuracy`: tic-tac-toe's 4,520 reachable non-terminal positions, or 1,000
+Connect Four positions 8 to 24 plies deep labelled by `bitbully`). One JSON line per run:
+
+- `accuracy_result`: share of positions where the move keeps the game-theoretic result;
+- `accuracy_best`: share where it has the solver's best score;
+- `mistakes`: positions where the move loses value; `positions`, `epochs`, `seconds` (training
+  wall-clock, compilation excluded), `recipe` (`candidate` or `baseline`), `seed`.
+
+The baseline is the recipe the presets had before the strength work (`BASELINES`: the overrides
+that turn today's preset back into it), so every change to a preset is judged side by side, on
+the same machine, with the same budget.
+
+    python bench/learning.py [--preset tic_tac_toe] [--budget 60] [--seeds 1]
+        [--set KEY=VALUE ...] [--no-baseline] [--keep DIR]
+    python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
+
+Default (`make bench`): tic_tac_toe, 60 s per run, one seed. Run it alone: it uses every core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jax
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import turbozero
+from common import emit, machine
+from turbozero.arena.accuracy import move_accuracy, positions_for
+from turbozero.config import get_preset
+
+#: overrides that turn today's preset into the recipe it had before the strength work
+BASELINES: dict[str, list[str]] = {
+    "tic_tac_toe": [
+        "temperature=1",
+        "temperature_moves=4",
+        "search.num_simulations=32",
+        "search.max_nodes=48",
+        "eval_simulations=0",
+        "train_steps_per_epoch=24",
+        "num_epochs=30",
+        "eval_every=5",
+    ],
+    "connect_four": [],
+}
+
+
+def run_recipe(
+    preset: str, overrides: list[str], budget: float, seed: int, out: Path
+) -> dict[str, Any]:
+    """Train `preset` with `overrides` for at most `budget` seconds; its accuracy row."""
+    from turbozero.alphazero.train import train
+
+    config = (
+        get_preset(preset)
+        .make()
+        .with_overrides([*overrides, f"max_wall_seconds={budget}", f"seed={seed}"])
+    )
+    summary = train(config, out, preset=preset, progress=False)
+    loaded = turbozero.load_agent(out, which="latest")
+    positions = positions_for(preset, num_positions=config.eval_accuracy_positions)
+    acc = move_accuracy(loaded.env, loaded.agent, positions, jax.random.PRNGKey(seed))
+    return {
+        "preset": preset,
+        "seed": seed,
+        "accuracy_result": round(acc.result, 5),
+        "accuracy_best": round(acc.best, 5),
+        "mistakes": round((1 - acc.result) * acc.num_positions),
+        "positions": acc.num_positions,
+        "phases": acc.phases,
+        "epochs": summary["epochs"],
+        "env_steps": summary["env_steps"],
+        "seconds": round(summary["wall_seconds"], 1),
+        "simulations": config.eval_simulations or config.search.num_simulations,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="tic_tac_toe", choices=sorted(BASELINES))
+    parser.add_argument("--budget", type=float, default=None, help="seconds of training per run")
+    parser.add_argument("--seeds", type=int, default=1, help="runs per recipe (seeds 0..N-1)")
+    parser.add_argument("--set", action="append", default=[], help="candidate override")
+    parser.add_argument("--no-baseline", action="store_true", help="train the candidate only")
+    parser.add_argument("--full", action="store_true", help="connect_four, 1800 s per run")
+    parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    args = parser.parse_args(argv)
+    if args.full:
+        args.preset, args.budget = "connect_four", args.budget or 1800.0
+    budget = args.budget or 60.0
+    if budget <= 0 or args.seeds < 1:
+        parser.error("--budget must be > 0 and --seeds >= 1")
+    emit({"machine": machine(), "preset": args.preset, "budget_seconds": budget})
+    recipes = {"candidate": args.set}
+    if not args.no_baseline:
+        recipes["baseline"] = BASELINES[args.preset]
+    with tempfile.TemporaryDirectory() as tmp:
+        where = args.keep or Path(tmp)
+        for seed in range(args.seeds):
+            for name, overrides in recipes.items():
+                row = run_recipe(args.preset, overrides, budget, seed, where / f"{name}{seed}")
+                emit({"recipe": name, "overrides": overrides, **row})
+
+
+if __name__ == "__main__":
+    main()

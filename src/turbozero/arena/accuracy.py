@@ -1,0 +1,343 @@
+"""Move accuracy against a perfect solver: how often an agent's move keeps the game's result.
+
+A `PositionSet` holds positions as the moves that reach them from the start, with a solver's
+score of every move `[N, A]`. The measure asks an agent for one move in each position:
+
+- `result`: the share of positions where the move keeps the game-theoretic result (win, draw or
+  loss for the mover); a move is a mistake when another has a strictly better result. This is
+  the error rate AlphaZero.jl reports on Pascal Pons' Connect Four test sets.
+- `best`: the share where the move has the solver's best score. Connect Four's solver also
+  prefers faster wins and slower losses, which an undiscounted agent has no reason to; for
+  tic-tac-toe (win/draw/loss values only) the two are the same.
+
+Sets (`positions_for`):
+- tic-tac-toe: all 4,520 reachable non-terminal positions, labelled by the minimax table;
+- Connect Four: random legal play of 8 to 24 plies from the start (non-terminal, deduplicated,
+  a fixed seed), labelled by `bitbully` and cached under `$TURBOZERO_CACHE/positions` (default
+  `~/.cache/turbozero/positions`), since labelling takes about a minute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from turbozero.arena.agents import Agent, PolicyFn, runs_search
+from turbozero.arena.connect_four import ILLEGAL_SCORE
+from turbozero.envs.core import Env
+from turbozero.search import compiler_options
+from turbozero.types import Array, Params, PRNGKey
+
+#: games with a labelled position set
+SOLVED_GAMES = ("tic_tac_toe", "connect_four")
+CACHE_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PositionSet:
+    """Positions with the solver's score of every move (host arrays).
+
+    Attributes:
+        game: the game's name (`tic_tac_toe`, `connect_four`).
+        moves: `[N, L]` int32, the actions from the start that reach each position, padded
+            with -1.
+        scores: `[N, A]` float32, the solver's score of each move for the player to move
+            (positive a win, 0 a draw, negative a loss), `ILLEGAL_SCORE` on illegal moves.
+        phases: `{name: (first ply, last ply)}`, the game phases reported apart.
+    """
+
+    game: str
+    moves: np.ndarray
+    scores: np.ndarray
+    phases: dict[str, tuple[int, int]]
+
+    def __len__(self) -> int:
+        return int(self.moves.shape[0])
+
+    @property
+    def plies(self) -> np.ndarray:
+        """`[N]` number of moves played to reach each position."""
+        return (self.moves >= 0).sum(axis=1)
+
+    @property
+    def legal(self) -> np.ndarray:
+        """`[N, A]` bool legal moves."""
+        return self.scores > ILLEGAL_SCORE
+
+    @property
+    def keeps_result(self) -> np.ndarray:
+        """`[N, A]` bool: the move keeps the position's game-theoretic result."""
+        result = np.where(self.legal, np.sign(self.scores), -2.0)
+        return self.legal & (result == result.max(axis=1, keepdims=True))
+
+    @property
+    def is_best(self) -> np.ndarray:
+        """`[N, A]` bool: the move has the best score."""
+        return self.legal & (self.scores == self.scores.max(axis=1, keepdims=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """An agent's move accuracy on a `PositionSet` (shares in [0, 1])."""
+
+    result: float
+    best: float
+    num_positions: int
+    phases: dict[str, dict[str, float]]  # {phase: {"result", "best", "positions"}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _shares(positions: PositionSet, keeps: np.ndarray, best: np.ndarray) -> Accuracy:
+    """`keeps`, `best`: `[N]` float per position (hit or expected hit)."""
+    phases = {}
+    plies = positions.plies
+    for name, (lo, hi) in positions.phases.items():
+        sel = (plies >= lo) & (plies <= hi)
+        if sel.any():
+            phases[name] = {
+                "result": float(keeps[sel].mean()),
+                "best": float(best[sel].mean()),
+                "positions": int(sel.sum()),
+            }
+    return Accuracy(float(keeps.mean()), float(best.mean()), len(positions), phases)
+
+
+def random_accuracy(positions: PositionSet) -> Accuracy:
+    """The expected accuracy of a uniformly random legal move: per position, the share of its
+    legal moves that keep the result (have the best score), averaged over positions."""
+    legal = positions.legal.sum(axis=1)
+    return _shares(
+        positions,
+        positions.keeps_result.sum(axis=1) / legal,
+        positions.is_best.sum(axis=1) / legal,
+    )
+
+
+def accuracy_of_actions(positions: PositionSet, actions: np.ndarray) -> Accuracy:
+    """The accuracy of the moves `actions` `[N]` chosen in `positions` (an illegal move is a
+    mistake)."""
+    actions = np.asarray(actions).astype(np.int64)
+    rows = np.arange(len(positions))
+    inside = (actions >= 0) & (actions < positions.scores.shape[1])
+    safe = np.where(inside, actions, 0)
+    keeps = (positions.keeps_result[rows, safe] & inside).astype(np.float64)
+    best = (positions.is_best[rows, safe] & inside).astype(np.float64)
+    return _shares(positions, keeps, best)
+
+
+@functools.lru_cache(maxsize=16)
+def _replay_program(env: Env) -> Callable[[Array], Any]:
+    """Compiled `moves [B, L] -> states [B]`: each row's moves played from `env.init`."""
+
+    def replay(moves: Array) -> Any:
+        B = moves.shape[0]
+        keys = jax.random.split(jax.random.PRNGKey(0), B)
+        states, _ = jax.vmap(env.init)(keys)
+
+        def play(states: Any, move: Array) -> tuple[Any, None]:
+            stepped, _ = jax.vmap(env.step)(states, jnp.maximum(move, 0), keys)
+            keep = move >= 0
+            states = jax.tree_util.tree_map(
+                lambda n, o: jnp.where(keep.reshape((-1,) + (1,) * (n.ndim - 1)), n, o),
+                stepped,
+                states,
+            )
+            return states, None
+
+        states, _ = jax.lax.scan(play, states, moves.T)
+        return states
+
+    return jax.jit(replay)
+
+
+@functools.lru_cache(maxsize=16)
+def _action_program(policy_fn: PolicyFn) -> Callable[[Params, Any, PRNGKey], Array]:
+    def act(params: Params, states: Any, key: PRNGKey) -> Array:
+        return policy_fn(params, states, key).action
+
+    options = compiler_options() if runs_search(policy_fn) else None
+    return jax.jit(act, compiler_options=options)
+
+
+def agent_actions(
+    env: Env, agent: Agent, positions: PositionSet, key: PRNGKey, *, batch_size: int = 512
+) -> np.ndarray:
+    """The agent's move `[N]` in every position, asked `batch_size` positions at a time (the
+    last batch is padded, so one program serves every batch)."""
+    n = len(positions)
+    batch = max(1, min(int(batch_size), n))
+    padded = -(-n // batch) * batch
+    moves = np.concatenate([positions.moves, positions.moves[: padded - n]])
+    replay, act = _replay_program(env), _action_program(agent.policy_fn)
+    out = []
+    for i in range(padded // batch):
+        states = replay(jnp.asarray(moves[i * batch : (i + 1) * batch]))
+        out.append(np.asarray(act(agent.params, states, jax.random.fold_in(key, i))))
+    return np.concatenate(out)[:n]
+
+
+def move_accuracy(
+    env: Env, agent: Agent, positions: PositionSet, key: PRNGKey, *, batch_size: int = 512
+) -> Accuracy:
+    """The agent's move accuracy on `positions` (see the module docstring).
+
+    Args:
+        env: the game the positions belong to (deterministic; its actions index the scores).
+        agent: any arena agent; it is asked once per position, `batch_size` at a time.
+        positions: from `positions_for`.
+        key: consumed by the agent (root noise is off in evaluation agents; ties and sampled
+            moves draw from it).
+        batch_size: positions per call (bounds the memory of a searching agent's trees).
+
+    Raises:
+        ValueError: if the game or its action count does not match the positions, or
+            `batch_size` < 1.
+    """
+    if env.name.removeprefix("pgx:") != positions.game:
+        raise ValueError(f"positions are of {positions.game!r}, the env is {env.name!r}")
+    if env.num_actions != positions.scores.shape[1]:
+        raise ValueError(
+            f"positions score {positions.scores.shape[1]} moves, {env.name!r} has "
+            f"{env.num_actions} actions"
+        )
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    return accuracy_of_actions(positions, agent_actions(env, agent, positions, key))
+
+
+# -- the labelled sets -----------------------------------------------------------------------
+
+
+def tic_tac_toe_positions() -> PositionSet:
+    """All 4,520 reachable non-terminal tic-tac-toe positions, each reached by one move order,
+    scored by the minimax table (+1 win, 0 draw, -1 loss for the mover)."""
+    from turbozero.arena.perfect import LINES, POWERS, solve_tic_tac_toe
+
+    table = solve_tic_tac_toe()
+    seen: dict[tuple[int, ...], list[int]] = {}
+
+    def visit(board: list[int], moves: list[int]) -> None:
+        # board: 0 empty, 1 first player, 2 second player
+        if any(board[a] == board[b] == board[c] != 0 for a, b, c in LINES) or 0 not in board:
+            return
+        key = tuple(board)
+        if key in seen:
+            return
+        seen[key] = list(moves)
+        mover = 1 + len(moves) % 2
+        for cell in range(9):
+            if board[cell] == 0:
+                board[cell] = mover
+                visit(board, [*moves, cell])
+                board[cell] = 0
+
+    visit([0] * 9, [])
+    boards = np.array(list(seen), np.int64)  # [N, 9]
+    movers = 1 + np.array([len(m) for m in seen.values()]) % 2
+    # the table's encoding: 1 the mover's mark, 2 the opponent's
+    mine = boards == movers[:, None]
+    codes = np.where(boards == 0, 0, np.where(mine, 1, 2))
+    q = table[codes @ POWERS]
+    scores = np.where(q <= -2.0, ILLEGAL_SCORE, q).astype(np.float32)
+    moves = np.full((len(seen), 9), -1, np.int32)
+    for i, m in enumerate(seen.values()):
+        moves[i, : len(m)] = m
+    return PositionSet(
+        "tic_tac_toe",
+        moves,
+        scores,
+        {"plies 0-2": (0, 2), "plies 3-5": (3, 5), "plies 6-8": (6, 8)},
+    )
+
+
+def cache_dir() -> Path:
+    """Where labelled sets are cached: `$TURBOZERO_CACHE/positions`, default
+    `~/.cache/turbozero/positions`."""
+    base = os.environ.get("TURBOZERO_CACHE") or Path.home() / ".cache" / "turbozero"
+    return Path(base) / "positions"
+
+
+def connect_four_positions(
+    num_positions: int = 1000,
+    *,
+    seed: int = 0,
+    min_ply: int = 8,
+    max_ply: int = 24,
+    cache: Path | None = None,
+) -> PositionSet:
+    """Connect Four positions from random legal play, labelled by `bitbully` (cached).
+
+    Each position plays a ply count drawn uniformly from `[min_ply, max_ply]` of uniformly random
+    legal moves; games that end on the way, and positions already drawn, are drawn again.
+
+    Raises:
+        ValueError: for counts out of range.
+        MissingExtraError: if `bitbully` is not installed.
+    """
+    from turbozero.arena.connect_four import _scores_of, require_bitbully
+
+    if not 1 <= num_positions <= 100_000:
+        raise ValueError(f"num_positions must be in [1, 100000], got {num_positions}")
+    if not 0 <= min_ply <= max_ply <= 40:
+        raise ValueError(f"need 0 <= min_ply <= max_ply <= 40, got {min_ply}, {max_ply}")
+    phases = {"plies 8-12": (8, 12), "plies 13-18": (13, 18), "plies 19-24": (19, 24)}
+    name = f"connect_four-n{num_positions}-seed{seed}-plies{min_ply}-{max_ply}-v{CACHE_VERSION}"
+    path = (cache or cache_dir()) / f"{name}.npz"
+    if path.exists():
+        try:
+            with np.load(path) as data:
+                moves, scores = data["moves"], data["scores"]
+            if moves.shape == (num_positions, max_ply) and scores.shape == (num_positions, 7):
+                return PositionSet("connect_four", moves, scores, phases)
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged cache file is made again
+    bitbully = require_bitbully("labelling Connect Four positions")
+    rng = np.random.default_rng(seed)
+    seen: set[int] = set()
+    moves = np.full((num_positions, max_ply), -1, np.int32)
+    scores = np.zeros((num_positions, 7), np.float32)
+    i = 0
+    while i < num_positions:
+        ply = int(rng.integers(min_ply, max_ply + 1))
+        board, played = bitbully.Board(), list[int]()
+        while len(played) < ply and not board.is_game_over():
+            column = int(rng.choice(board.legal_moves()))
+            board.play(column)
+            played.append(column)
+        if board.is_game_over() or board.uid() in seen:
+            continue
+        seen.add(board.uid())
+        moves[i, :ply] = played
+        scores[i] = _scores_of(board)
+        i += 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, moves=moves, scores=scores)
+    os.replace(tmp, path)
+    return PositionSet("connect_four", moves, scores, phases)
+
+
+def positions_for(game: str, *, num_positions: int = 1000, seed: int = 0) -> PositionSet:
+    """The labelled position set of `game` (a name in `SOLVED_GAMES`, `pgx:` prefix allowed);
+    `num_positions` and `seed` choose Connect Four's set (tic-tac-toe's is all positions).
+
+    Raises:
+        ValueError: if the game has no solver here.
+        MissingExtraError: if its solver is not installed.
+    """
+    game = game.removeprefix("pgx:")
+    if game == "tic_tac_toe":
+        return tic_tac_toe_positions()
+    if game == "connect_four":
+        return connect_four_positions(num_positions, seed=seed)
+    raise ValueError(f"no solver for {game!r}: move accuracy exists for {', '.join(SOLVED_GAMES)}")

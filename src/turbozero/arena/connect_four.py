@@ -1,0 +1,137 @@
+"""Perfect Connect Four through the `bitbully` solver (the `solvers` extra).
+
+The solver scores every legal move of a position: a positive score is a forced win for the
+player to move, 0 a draw, a negative one a forced loss, and a larger magnitude a faster win (a
+slower loss). Its opening books ship with the package, so positions of any depth solve in
+milliseconds to a fraction of a second on a CPU.
+
+The solver runs on the host. `PerfectConnectFourPolicy` reaches it from compiled matches through
+`jax.pure_callback`, one round trip per move of the batch; answers are cached by position.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from turbozero.arena.agents import Agent, AgentOutput, legal_mask, make_agent
+from turbozero.envs.core import Env
+from turbozero.io.errors import MissingExtraError
+from turbozero.types import Params, PRNGKey, PyTree
+
+ROWS, COLUMNS = 6, 7
+ILLEGAL_SCORE = -1000.0  # score of a full column (below every real score, which lie in [-21, 21])
+NAMES = ("connect_four", "pgx:connect_four")
+
+
+def require_bitbully(feature: str = "Connect Four's perfect player") -> Any:
+    """The `bitbully` module, or a `MissingExtraError` naming the extra that installs it."""
+    try:
+        import bitbully
+    except ImportError:
+        raise MissingExtraError(feature, "solvers", "bitbully") from None
+    return bitbully
+
+
+@functools.lru_cache(maxsize=1)
+def _solver() -> Any:
+    """One solver per process, with its opening book loaded (about 0.2 s)."""
+    return require_bitbully().BitBully()
+
+
+def _scores_of(board: Any) -> np.ndarray:
+    """`[7]` float32 scores of `board`'s moves (a `bitbully.Board`), `ILLEGAL_SCORE` on full
+    columns."""
+    out = np.full(COLUMNS, ILLEGAL_SCORE, np.float32)
+    for column, score in _solver().score_all_moves(board).items():
+        out[column] = score
+    return out
+
+
+def score_moves(moves: Sequence[int]) -> np.ndarray:
+    """`[7]` float32 solver scores of every move after the columns `moves` were played from the
+    empty board (`ILLEGAL_SCORE` on full columns).
+
+    Raises:
+        ValueError: if a move is not a legal column or the game ended before the last move.
+    """
+    bitbully = require_bitbully()
+    board = bitbully.Board()
+    for i, m in enumerate(moves):
+        if board.is_game_over() or not board.is_legal_move(int(m)):
+            raise ValueError(f"moves[{i}]={m} is not a legal move after {list(moves[:i])}")
+        board.play(int(m))
+    if board.is_game_over():
+        raise ValueError(f"the game is over after {list(moves)}: no move to score")
+    return _scores_of(board)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _scores_of_cells(cells: bytes) -> np.ndarray:
+    bitbully = require_bitbully()
+    grid = np.frombuffer(cells, np.int8).reshape(ROWS, COLUMNS).astype(int) + 1
+    return _scores_of(bitbully.Board.from_array(grid.tolist()))
+
+
+def score_boards(boards: np.ndarray) -> np.ndarray:
+    """Solver scores `[B, 7]` float32 of pgx Connect Four boards `[B, 42]` (row-major, top row
+    first; -1 empty, 0 the first player's stone, 1 the second's), for the player to move.
+    Finished or full boards score `ILLEGAL_SCORE` everywhere."""
+    boards = np.asarray(boards, np.int8).reshape(-1, ROWS * COLUMNS)
+    out = np.full((boards.shape[0], COLUMNS), ILLEGAL_SCORE, np.float32)
+    bitbully = require_bitbully()
+    for i, cells in enumerate(boards):
+        grid = cells.reshape(ROWS, COLUMNS).astype(int) + 1
+        board = bitbully.Board.from_array(grid.tolist())
+        if board.is_game_over():
+            continue
+        out[i] = _scores_of_cells(cells.tobytes())
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PerfectConnectFourPolicy:
+    """A move of the best solver score, ties broken uniformly; `weights` is uniform over the
+    best moves and `value` the game-theoretic result (+1, 0, -1) for the player to move."""
+
+    env: Env
+
+    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+        del params
+        boards = states._x.board  # [B, 42] int32
+        spec = jax.ShapeDtypeStruct((boards.shape[0], COLUMNS), jnp.float32)
+        scores = jax.pure_callback(score_boards, spec, boards, vmap_method="broadcast_all")
+        mask = legal_mask(self.env, states)
+        scores = jnp.where(mask, scores, -jnp.inf)
+        top = jnp.max(scores, axis=-1)
+        best = mask & (scores == top[:, None])
+        weights = best / jnp.sum(best, axis=-1, keepdims=True)
+        action = jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
+        value = jnp.where(top > ILLEGAL_SCORE, jnp.sign(top), 0.0).astype(jnp.float32)
+        return AgentOutput(action, weights, value)
+
+
+def perfect_connect_four_agent(env: Env, *, name: str = "perfect") -> Agent:
+    """A perfect Connect Four agent (see the module docstring).
+
+    Raises:
+        ValueError: if `env` is not pgx's Connect Four (7 actions, `[6, 7, 2]` observations).
+        MissingExtraError: if `bitbully` is not installed.
+    """
+    if (
+        env.name not in NAMES
+        or env.num_actions != COLUMNS
+        or tuple(env.observation_shape) != (ROWS, COLUMNS, 2)
+    ):
+        raise ValueError(
+            f"the perfect Connect Four agent supports only connect_four (7 actions, observation "
+            f"[6, 7, 2]), got {env!r}"
+        )
+    require_bitbully()
+    return make_agent(PerfectConnectFourPolicy(env), None, name=name)

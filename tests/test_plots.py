@@ -1,0 +1,47 @@
+"""The strength figure: move accuracy, scores per opponent and Elo over time, in one PNG."""
+
+from __future__ import annotations
+
+from turbozero.io.plots import plot_run, strength_series
+
+
+def _rows():
+    return [
+        {
+            "epoch": e,
+            "env_steps": 100 * e,
+            "wall_seconds": 30.0 * e,
+            "positions_per_s": 1000.0,
+            "loss": 1.0 / e,
+            "eval/accuracy/result": 0.8 + 0.05 * e,
+            "eval/accuracy/best": 0.5 + 0.05 * e,
+            "eval/random/win": 0.75,
+            "eval/random/draw": 0.25,
+            "eval/random/loss": 0.0,
+            "eval/perfect/win": 0.0,
+            "eval/perfect/draw": 0.5,
+            "eval/perfect/loss": 0.5,
+            "elo": 100.0 * e,
+        }
+        for e in (1, 2, 3)
+    ]
+
+
+def test_strength_panels_hold_accuracy_scores_per_opponent_and_elo():
+    panels = strength_series(_rows())
+    assert list(panels) == ["move accuracy vs solver", "score (win + draw/2)", "Elo (random = 0)"]
+    assert panels["score (win + draw/2)"] == {
+        "vs perfect": "score:perfect",
+        "vs random": "score:random",
+    }
+
+
+def test_the_run_plots_are_one_strength_figure_beside_losses_and_throughput(tmp_path):
+    written = {p.name for p in plot_run(_rows(), tmp_path)}
+    assert written == {"strength.png", "losses.png", "throughput.png"}
+    assert (tmp_path / "strength.png").stat().st_size > 10_000
+
+
+def test_a_run_without_evaluations_draws_no_strength_figure(tmp_path):
+    rows = [{"epoch": 1, "env_steps": 10, "wall_seconds": 1.0, "positions_per_s": 5.0}]
+    assert {p.name for p in plot_run(rows, tmp_path)} == {"throughput.png"}

@@ -193,6 +193,6 @@ def test_a_save_whose_arrays_were_not_merged_is_reported_not_taken_for_saved(tmp
     ckpt.save(1, {"w": jnp.arange(4.0)}, {})
     ckpt.verify_saved(1)  # a whole save passes
     (tmp_path / "c" / "1" / "state" / "manifest.ocdbt").unlink()  # as when orbax skipped it
-    with pytest.raises(UnreadableCheckpointError, match="wrote no .*manifest.ocdbt"):
+    with pytest.raises(UnreadableCheckpointError, match=r"wrote no .*manifest\.ocdbt"):
         ckpt.verify_saved(1)
     ckpt.close()

@@ -104,7 +104,7 @@ def test_perfect_agent_completes_its_own_line(tic_tac_toe):
 
 
 def test_perfect_agent_refuses_games_without_a_perfect_player():
-    with pytest.raises(ValueError, match="no perfect player for 'othello'.*tic_tac_toe"):
+    with pytest.raises(ValueError, match=r"no perfect player for 'othello'.*tic_tac_toe"):
         perfect_agent(envs.make("othello"))
 
 

@@ -82,6 +82,25 @@ def test_tic_tac_toe_preset_reaches_perfect_play_within_10_minutes(tmp_path):
     assert accuracy["positions"] == 4520 and accuracy["accuracy_result"] == 1.0, accuracy
 
 
+def test_bench_learning_shows_the_tic_tac_toe_preset_perfect_beside_its_baseline():
+    """`bench/learning.py`'s default (what `make bench` runs): both recipes, 60 s each; the
+    preset makes no value-losing move in 4,520 positions, the baseline recipe does."""
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "bench" / "learning.py")],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"recipe')]
+    by_recipe = {r["recipe"]: r for r in rows}
+    assert set(by_recipe) == {"candidate", "baseline"}, rows
+    assert by_recipe["candidate"]["accuracy_result"] == 1.0, by_recipe["candidate"]
+    assert by_recipe["candidate"]["seconds"] <= 60.0 + 15.0  # the budget (checked per epoch)
+    assert by_recipe["baseline"]["mistakes"] > 0, by_recipe["baseline"]
+
+
 def test_connect_four_preset_beats_random_and_rollout_mcts_after_30_minutes(tmp_path):
     run = tmp_path / "c4"
     _turbozero("train", "connect_four", "--out", str(run), timeout=2400)

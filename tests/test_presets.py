@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import turbozero.alphazero.config  # registers the presets
@@ -222,3 +225,26 @@ def test_simulation_counts_a_tree_cannot_hold_are_refused_by_their_own_name(sett
     key = setting.split("=")[0]
     with pytest.raises(ValueError, match=rf"{key.split('.')[-1]}|mcts:3000000000"):
         AlphaZeroConfig().with_overrides([setting])
+
+
+def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
+    """A run directory's config.json from before `eval_accuracy`, `eval_accuracy_positions` and
+    `root_value_weight` existed: the class defaults of the new fields are what it ran with."""
+    import shutil
+
+    from turbozero.alphazero.config import AlphaZeroConfig
+    from turbozero.io.rundir import RunDir
+
+    stored = Path(__file__).parent / "alphazero" / "data" / "config_before_accuracy.json"
+    saved = json.loads(stored.read_text())
+    assert "eval_accuracy" not in saved["config"] and "root_value_weight" not in saved["config"]
+    config = AlphaZeroConfig.from_dict(saved["config"])
+    assert config.eval_accuracy is False and config.root_value_weight == 0.0
+    assert config.env == "connect_four" and config.num_games == 128
+    # and through the run directory reader that eval, play and --resume use
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(stored, Path(tmp) / "config.json")
+        again = AlphaZeroConfig.from_dict(RunDir(tmp).read_config("alphazero")["config"])
+    assert again == config

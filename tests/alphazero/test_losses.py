@@ -8,6 +8,7 @@ import numpy as np
 import optax
 import pytest
 
+from tests.alphazero.test_selfplay_and_trainer import TINY
 from turbozero.alphazero.losses import az_loss, two_hot
 from turbozero.nets import PolicyValueMLP, init_params
 
@@ -174,3 +175,31 @@ def test_the_resnet_value_and_policy_depend_on_the_board_with_either_norm(norm):
         return jnp.sum(net.apply(params, boards)[1])
 
     assert float(jnp.max(jnp.abs(jax.grad(total_value)(boards)))) > 0.0
+
+
+def test_value_targets_mix_the_outcome_with_the_root_value_by_the_configured_weight():
+    from turbozero.alphazero.trainer import value_target
+    from turbozero.config import ConfigError
+
+    outcome = jnp.array([1.0, -1.0, 0.0])
+    root = jnp.array([0.5, 0.0, -0.5])
+    assert value_target(outcome, root, 0.0) is outcome  # AlphaZero's target, unchanged
+    np.testing.assert_allclose(value_target(outcome, root, 0.5), [0.75, -0.5, -0.25])
+    np.testing.assert_allclose(value_target(outcome, root, 1.0), root)
+    with pytest.raises(ConfigError, match=r"root_value_weight must be .*\[0, 1\]"):
+        TINY.with_overrides(["root_value_weight=1.5"])
+
+
+def test_a_trainer_with_root_value_targets_learns_from_the_stored_root_values():
+    """The memory keeps each position's root value; with weight 1 the value head is trained
+    towards it, so the value loss differs from the outcome-only trainer's on the same data."""
+    from turbozero.alphazero import make_alphazero
+
+    losses = []
+    for weight in (0.0, 1.0):
+        az = make_alphazero(TINY.with_overrides([f"root_value_weight={weight}"]))
+        state = az.init(jax.random.PRNGKey(0))
+        state, _ = jax.jit(az.collect, static_argnums=1)(state, 18)
+        _, metrics = jax.jit(az.train_steps, static_argnums=1)(state, 1)
+        losses.append(float(metrics["value_loss"]))
+    assert losses[0] != losses[1]

@@ -21,7 +21,15 @@ from turbozero.io.rundir import RunDir
 ELO = TINY.with_overrides(
     ["eval_opponents=random,best", "elo_pool_size=2", "elo_games_per_opponent=4"]
 )
-TIMING = ("wall_seconds", "positions_per_s", "simulations_per_s", "train_steps_per_s")
+TIMING = (
+    "wall_seconds",
+    "positions_per_s",
+    "simulations_per_s",
+    "train_steps_per_s",
+    "selfplay_seconds",
+    "train_seconds",
+    "eval_seconds",
+)
 
 
 def _meta(run):

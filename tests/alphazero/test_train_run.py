@@ -54,6 +54,10 @@ def test_run_directory_holds_config_metrics_summary_plots_checkpoints(full_run):
     assert rows[0]["compile_seconds"] > 0 and "compile_seconds" not in rows[1]
     for r in rows:
         assert {"epoch", "env_steps", "wall_seconds"} <= set(r)
+        # where an epoch's time goes: self-play, gradient steps, evaluation
+        assert {"selfplay_seconds", "train_seconds", "eval_seconds"} <= set(r)
+        parts = r["selfplay_seconds"] + r["train_seconds"] + r["eval_seconds"]
+        assert 0 < parts <= r["wall_seconds"]  # (the run's wall-clock so far)
     for k in ("preset", "env", "epochs", "env_steps", "wall_seconds", "final_metrics", "eval"):
         assert k in summary
     assert "eval/random/win" in summary["eval"]

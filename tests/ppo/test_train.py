@@ -280,3 +280,15 @@ def test_turbozero_eval_plays_a_continuous_action_run(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["env"] == "gymnax:Pendulum-v1" and out["games"] == 3
     assert -16.3 * 7 <= out["mean_return"] < 0  # Pendulum's reward per step is in [-16.3, 0]
+
+
+def test_a_ppo_run_larger_than_the_machines_memory_is_refused_before_anything_is_written(
+    tmp_path, capsys
+):
+    from turbozero.cli import main
+
+    out = tmp_path / "run"
+    code = main(["train", "ppo_cartpole", "--out", str(out), "--set", "num_envs=1000000000"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "more than this machine's" in err[0], err
+    assert not out.exists()

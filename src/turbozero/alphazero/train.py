@@ -496,6 +496,7 @@ def _train(
                     )
                 t2 = time.perf_counter()
                 row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t_train, 1e-9)
+                row["train_seconds"] = t2 - t_train
             elif waiting and cfg.train_steps_per_epoch:  # (none asked for: not waiting)
                 row["waiting_for_positions"] = True
                 most_sampleable = max(most_sampleable, available)
@@ -518,6 +519,7 @@ def _train(
             steps = cfg.collection_steps_per_epoch * cfg.num_games
             row.update(
                 {
+                    "selfplay_seconds": t1 - t0,
                     "positions_per_s": steps / max(t1 - t0, 1e-9),
                     "simulations_per_s": steps * cfg.search.num_simulations / max(t1 - t0, 1e-9),
                     "tree_fullness": sp["tree_fullness_sum"] / steps,
@@ -542,8 +544,10 @@ def _train(
                 params = jax.tree_util.tree_map(
                     lambda x: np.asarray(x.addressable_data(0)), state.params
                 )  # replicated: every process holds all of it
+                t_eval = time.perf_counter()
                 eval_metrics = evaluator(params, epoch, key, rd.games if primary else None)
                 row.update(eval_metrics)
+                row["eval_seconds"] = time.perf_counter() - t_eval
                 # (process 0's verdict on every process: `Evaluator(decide=agree)`)
                 if evaluator.improved:
                     save_best(epoch, eval_metrics)

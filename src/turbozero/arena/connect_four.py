@@ -74,25 +74,22 @@ def score_moves(moves: Sequence[int]) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _scores_of_cells(cells: bytes) -> np.ndarray:
+    """`_scores_of` a pgx board given as `[42]` int8 bytes; `ILLEGAL_SCORE` everywhere when the
+    game is over (a finished game in the batch has no move to score)."""
     bitbully = require_bitbully()
     grid = np.frombuffer(cells, np.int8).reshape(ROWS, COLUMNS).astype(int) + 1
-    return _scores_of(bitbully.Board.from_array(grid.tolist()))
+    board = bitbully.Board.from_array(grid.tolist())
+    if board.is_game_over():
+        return np.full(COLUMNS, ILLEGAL_SCORE, np.float32)
+    return _scores_of(board)
 
 
 def score_boards(boards: np.ndarray) -> np.ndarray:
     """Solver scores `[B, 7]` float32 of pgx Connect Four boards `[B, 42]` (row-major, top row
-    first; -1 empty, 0 the first player's stone, 1 the second's), for the player to move.
-    Finished or full boards score `ILLEGAL_SCORE` everywhere."""
+    first, as `bitbully.Board.from_array` reads them; -1 empty, 0 the first player's stone, 1
+    the second's), for the player to move. Finished or full boards score `ILLEGAL_SCORE`."""
     boards = np.asarray(boards, np.int8).reshape(-1, ROWS * COLUMNS)
-    out = np.full((boards.shape[0], COLUMNS), ILLEGAL_SCORE, np.float32)
-    bitbully = require_bitbully()
-    for i, cells in enumerate(boards):
-        grid = cells.reshape(ROWS, COLUMNS).astype(int) + 1
-        board = bitbully.Board.from_array(grid.tolist())
-        if board.is_game_over():
-            continue
-        out[i] = _scores_of_cells(cells.tobytes())
-    return out
+    return np.stack([_scores_of_cells(cells.tobytes()) for cells in boards])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +101,7 @@ class PerfectConnectFourPolicy:
 
     def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
         del params
-        boards = states._x.board  # [B, 42] int32
+        boards = states._x.board  # [B, 42] int32: pgx's Connect Four state (its game data)
         spec = jax.ShapeDtypeStruct((boards.shape[0], COLUMNS), jnp.float32)
         scores = jax.pure_callback(score_boards, spec, boards, vmap_method="broadcast_all")
         mask = legal_mask(self.env, states)

@@ -40,6 +40,7 @@ from turbozero.config import get_preset
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger
 from turbozero.io.plots import plot_run
+from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
 from turbozero.ppo import normalize as obs_norm
@@ -233,6 +234,12 @@ def _train_ppo(
             f"without the TURBOZERO_* variables; many hosts are for AlphaZero training"
         )
     ppo = make_ppo(cfg)  # before the run directory: a refused setting leaves nothing behind
+    # (a lower bound: the rollouts come on top, so a refused run could never fit)
+    state_bytes = sum(
+        int(np.prod(x.shape)) * x.dtype.itemsize
+        for x in jax.tree_util.tree_leaves(abstract_checkpoint(ppo))
+    )
+    check_fits_in_memory(state_bytes, "the PPO state (environments, networks, optimizer)")
     rd = RunDir(run_dir or default_run_dir(preset))
     if resume:
         rd.create(resume=True)

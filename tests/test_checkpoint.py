@@ -193,6 +193,34 @@ def test_a_save_whose_arrays_were_not_merged_is_reported_not_taken_for_saved(tmp
     ckpt.save(1, {"w": jnp.arange(4.0)}, {})
     ckpt.verify_saved(1)  # a whole save passes
     (tmp_path / "c" / "1" / "state" / "manifest.ocdbt").unlink()  # as when orbax skipped it
-    with pytest.raises(UnreadableCheckpointError, match=r"wrote no .*manifest\.ocdbt"):
+    with pytest.raises(UnreadableCheckpointError, match=r"there is no .*manifest\.ocdbt"):
         ckpt.verify_saved(1)
+    ckpt.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("RESUME: Failed to write 56489 bytes: No space left on device [os_error_code='28']", 28),
+        ("RESOURCE_EXHAUSTED: Error writing: Read-only file system [os_error_code='30']", 30),
+    ],
+)
+def test_a_disk_that_refuses_a_save_is_an_os_error_without_orbaxs_log(
+    tmp_path, monkeypatch, caplog, text, code
+):
+    import errno
+    import logging
+
+    ckpt = Checkpointer(tmp_path / "c")
+
+    def failing_save(*args, **kwargs):
+        logging.getLogger("absl").error("_SignalingThread.run() raised an exception: %s", text)
+        raise ValueError(text)
+
+    monkeypatch.setattr(ckpt.manager, "save", failing_save)
+    with caplog.at_level(logging.INFO), pytest.raises(OSError) as err:
+        ckpt.save(1, {"w": jnp.zeros(2)}, {})
+    assert err.value.errno == code and err.value.errno in (errno.ENOSPC, errno.EROFS)
+    assert "saving checkpoint step 1" in str(err.value)
+    assert not [r for r in caplog.records if r.name == "absl"]  # held back
     ckpt.close()

@@ -341,3 +341,19 @@ def test_without_an_elo_pool_no_elo_games_are_kept():
         evaluator(params, 1, jax.random.PRNGKey(1), None)
         evaluator(params, 2, jax.random.PRNGKey(2), None)
         assert len(evaluator.elo.games) == kept
+
+
+def test_a_checkpoint_missing_its_manifests_is_passed_over_in_one_line(tmp_path, capfd):
+    """Orbax's reads of such a checkpoint failed with reads in flight, which then printed dozens
+    of "Event loop is closed" tracebacks; the indexes are checked before reading."""
+    run = tmp_path / "run"
+    train(TINY, run, progress=False)
+    for manifest in (RunDir(run).checkpoints / "2").rglob("manifest.ocdbt"):
+        manifest.unlink()
+    capfd.readouterr()
+    summary = train(TINY.with_overrides(["num_epochs=3"]), run, progress=False, resume=True)
+    out, err = capfd.readouterr()
+    assert summary["epochs"] == 3
+    passed = [line for line in out.splitlines() if "passed over a damaged checkpoint" in line]
+    assert len(passed) == 1 and "manifest.ocdbt" in passed[0]
+    assert "Event loop is closed" not in err and "Traceback" not in err

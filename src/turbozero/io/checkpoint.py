@@ -5,10 +5,13 @@ unreadable (a damaged one, passed over by `restore_newest`)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import os
 import shutil
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,38 @@ from turbozero.io.errors import CheckpointError, UnreadableCheckpointError
 
 # 2: packed search-tree layout; 3: int32 state words, edge rows PROBS, CHILD, PRIOR
 FORMAT_VERSION = 3
+
+
+#: what orbax's errors say when the disk refuses a write, and the errno each means
+DISK_FULL_OR_READ_ONLY = {
+    "No space left on device": errno.ENOSPC,
+    "os_error_code='28'": errno.ENOSPC,
+    "Read-only file system": errno.EROFS,
+    "os_error_code='30'": errno.EROFS,
+    "Disk quota exceeded": errno.EDQUOT,
+}
+
+
+def _disk_error(error: BaseException) -> int | None:
+    """The errno of a disk that refused a write, read off `error` (orbax wraps the OS error in
+    a `ValueError` of tensorstore's text), or None."""
+    if isinstance(error, OSError) and error.errno in DISK_FULL_OR_READ_ONLY.values():
+        return error.errno
+    text = str(error)
+    return next((code for words, code in DISK_FULL_OR_READ_ONLY.items() if words in text), None)
+
+
+@contextlib.contextmanager
+def _quiet_orbax() -> Iterator[None]:
+    """Orbax logs a failed write from each of its threads, traceback included, before the error
+    reaches the caller, who reports it once: its log is held back to CRITICAL meanwhile."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _path_name(path: tuple[Any, ...]) -> str:
@@ -88,27 +123,37 @@ class Checkpointer:
         }
         if step in self.manager.all_steps():
             self.manager.delete(step)
-        self.manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
-            ),
-            force=True,
-        )
-        self.manager.wait_until_finished()
+        try:
+            with _quiet_orbax():
+                self.manager.save(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+                    ),
+                    force=True,
+                )
+                self.manager.wait_until_finished()
+        except Exception as e:
+            code = _disk_error(e)
+            if code is None:
+                raise
+            raise OSError(
+                code, f"{os.strerror(code)} (saving checkpoint step {step})", str(self.directory)
+            ) from None
         if jax.process_index() == 0:
             self.verify_saved(step)
 
     def verify_saved(self, step: int) -> None:
-        """Raise `UnreadableCheckpointError` if the save of `step` left its arrays without the
-        top-level index that a restore reads (orbax writes per-process files, then merges them;
-        a merge it skipped, as under a path it took for a pattern, left a save that "succeeded"
-        and could never be read back)."""
+        """Raise `UnreadableCheckpointError` if `step`'s arrays lack an index that a restore
+        reads: orbax writes per-process files, then merges them, and a merge it skipped (as under
+        a path it took for a pattern) left a save that "succeeded" and could never be read back.
+        Checked after each save, and before each restore: orbax's reads of a checkpoint without
+        its indexes fail with reads still in flight, which then print tracebacks."""
         state = self.directory / str(step) / "state"
-        if any(state.glob("ocdbt.process_*")) and not (state / "manifest.ocdbt").exists():
-            raise self._unreadable(
-                step, FileNotFoundError(f"the save wrote no {state / 'manifest.ocdbt'}")
-            )
+        parts = list(state.glob("ocdbt.process_*"))
+        for manifest in [state / "manifest.ocdbt"] + [p / "manifest.ocdbt" for p in parts]:
+            if parts and not manifest.exists():
+                raise self._unreadable(step, FileNotFoundError(f"there is no {manifest}"))
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
@@ -184,6 +229,7 @@ class Checkpointer:
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
         version = self.restore_meta(step).get("format_version")
+        self.verify_saved(step)
         if version != FORMAT_VERSION:
             raise CheckpointError(
                 f"checkpoint format {version} in {self.directory} is not the supported version "

@@ -248,3 +248,16 @@ def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
         shutil.copy(stored, Path(tmp) / "config.json")
         again = AlphaZeroConfig.from_dict(RunDir(tmp).read_config("alphazero")["config"])
     assert again == config
+
+
+def test_config_and_train_say_when_the_tree_cannot_hold_a_search(tmp_path, capsys):
+    from turbozero.cli import main
+
+    assert main(["config", "tic_tac_toe", "--set", "search.num_simulations=100"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "search.max_nodes=80 holds fewer nodes than search.num_simulations + 1 = 101" in err[0]
+    assert main(["config", "tic_tac_toe"]) == 0
+    assert capsys.readouterr().err == ""  # the preset's own tree holds its search
+    cfg = get_preset("tic_tac_toe").make().with_overrides(["search.num_simulations=100"])
+    assert cfg.search.capacity_warning() == err[0]

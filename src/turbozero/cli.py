@@ -354,7 +354,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     _load_presets()
     if not args.preset:
         raise ConfigError("give a preset name, or --reference")
-    print(get_preset(args.preset).make().with_overrides(args.set or []).to_json())
+    config = get_preset(args.preset).make().with_overrides(args.set or [])
+    print(config.to_json())
+    search = getattr(config, "search", None)
+    warning = search.capacity_warning() if search is not None else None
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
 
 

@@ -386,3 +386,10 @@ def test_a_run_larger_than_the_machines_memory_is_refused_before_anything_is_wri
     check_fits_in_memory(1 << 20, "x", memory=1 << 21)
     with pytest.raises(TooLargeError, match=r"about 0\.0 GiB"):
         check_fits_in_memory(1 << 22, "x", memory=1 << 21)
+
+
+def test_training_says_once_when_its_tree_cannot_hold_a_search(tmp_path, capsys):
+    config = TINY.with_overrides(["search.num_simulations=16", "num_epochs=1"])  # 12 nodes
+    train(config, tmp_path / "run", progress=False)
+    out = capsys.readouterr().out
+    assert out.count("warning: search.max_nodes=12 holds fewer nodes than") == 1

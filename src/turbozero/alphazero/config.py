@@ -76,6 +76,17 @@ class SearchConfig(Config):
         check_range("search.pb_c_base", self.pb_c_base, low=0, low_inclusive=False)
         check_range("search.gumbel_scale", self.gumbel_scale, low=0)
 
+    def capacity_warning(self) -> str | None:
+        """One line when a search cannot expand a node for every simulation (the tree fills and
+        the rest of the simulations re-walk known nodes: `full_events` in the metrics)."""
+        if self.max_nodes >= self.num_simulations + 1:
+            return None
+        return (
+            f"warning: search.max_nodes={self.max_nodes} holds fewer nodes than "
+            f"search.num_simulations + 1 = {self.num_simulations + 1}: each search fills its "
+            f"tree; set search.max_nodes={self.num_simulations + 1} or more"
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class AlphaZeroConfig(Config):

@@ -357,6 +357,8 @@ def _train(
         f"{costs['positions_per_epoch']:,} positions/epoch, {sharder.num_devices} device(s) "
         f"-> {rd.path}"
     )
+    if cfg.search.capacity_warning():
+        log.info(cfg.search.capacity_warning() or "")
     ckpt = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints, writer=True)
     best_ckpt = Checkpointer(rd.path / "best", keep=1, writer=True)
     collect = _CompiledAhead(

@@ -321,7 +321,7 @@ def connect_four_positions(
         scores[i] = _scores_of(board)
         i += 1
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # (processes sharing a cache)
     np.savez(tmp, moves=moves, scores=scores)
     os.replace(tmp, path)
     return PositionSet("connect_four", moves, scores, phases)

@@ -119,6 +119,26 @@ def masked_softmax(logits: Array, mask: Array) -> Array:
     return weights / jnp.sum(weights, axis=-1, keepdims=True)
 
 
+def uniform_over_best(scores: Array, mask: Array, key: PRNGKey) -> tuple[Array, Array, Array]:
+    """A perfect player's move: uniform among the legal moves of the highest score.
+
+    Args:
+        scores: `[B, A]` a solver's score of each move.
+        mask: `[B, A]` legal moves.
+        key: consumed by the tie-break.
+
+    Returns:
+        `(action [B] int32, weights [B, A], top [B])`: the move, the uniform policy over the best
+        moves, and the best score.
+    """
+    scores = jnp.where(mask, scores, -jnp.inf)
+    top = jnp.max(scores, axis=-1)
+    best = mask & (scores == top[:, None])
+    weights = best / jnp.sum(best, axis=-1, keepdims=True)
+    action = jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
+    return action, weights, top
+
+
 @dataclasses.dataclass(frozen=True)
 class RandomPolicy:
     """Uniform over legal actions."""

@@ -20,7 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.agents import Agent, AgentOutput, legal_mask, make_agent
+from turbozero.arena.agents import (
+    Agent,
+    AgentOutput,
+    legal_mask,
+    make_agent,
+    uniform_over_best,
+)
 from turbozero.envs.core import Env
 from turbozero.io.errors import MissingExtraError
 from turbozero.types import Params, PRNGKey, PyTree
@@ -104,12 +110,7 @@ class PerfectConnectFourPolicy:
         boards = states._x.board  # [B, 42] int32: pgx's Connect Four state (its game data)
         spec = jax.ShapeDtypeStruct((boards.shape[0], COLUMNS), jnp.float32)
         scores = jax.pure_callback(score_boards, spec, boards, vmap_method="broadcast_all")
-        mask = legal_mask(self.env, states)
-        scores = jnp.where(mask, scores, -jnp.inf)
-        top = jnp.max(scores, axis=-1)
-        best = mask & (scores == top[:, None])
-        weights = best / jnp.sum(best, axis=-1, keepdims=True)
-        action = jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
+        action, weights, top = uniform_over_best(scores, legal_mask(self.env, states), key)
         value = jnp.where(top > ILLEGAL_SCORE, jnp.sign(top), 0.0).astype(jnp.float32)
         return AgentOutput(action, weights, value)
 

@@ -21,7 +21,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.agents import Agent, AgentOutput, legal_mask, make_agent
+from turbozero.arena.agents import (
+    Agent,
+    AgentOutput,
+    legal_mask,
+    make_agent,
+    uniform_over_best,
+)
 from turbozero.envs.core import Env
 from turbozero.types import Array, Params, PRNGKey, PyTree
 
@@ -87,12 +93,7 @@ class PerfectPolicy:
     def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
         observations = jax.vmap(self.env.observe)(states)
         q = params[encode_observations(observations)]  # [B, 9]
-        mask = legal_mask(self.env, states)
-        q = jnp.where(mask, q, -jnp.inf)
-        value = jnp.max(q, axis=-1)
-        best = mask & (q == value[:, None])
-        weights = best / jnp.sum(best, axis=-1, keepdims=True)
-        action = jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
+        action, weights, value = uniform_over_best(q, legal_mask(self.env, states), key)
         value = jnp.clip(value, -1.0, 1.0)  # terminal rows (all cells full) have no legal move
         return AgentOutput(action, weights, value)
 

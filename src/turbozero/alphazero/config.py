@@ -122,6 +122,7 @@ class AlphaZeroConfig(Config):
     eval_opponents: tuple[str, ...] = ("random",)
     eval_accuracy: bool = False  # move accuracy vs a solver: tic_tac_toe, connect_four
     eval_accuracy_positions: int = 1000  # Connect Four's labelled set (tic-tac-toe: all 4,520)
+    eval_record_games: int = 2  # games per opponent drawn in RUN/games/latest.html (0: none)
     eval_opening_moves: int = 0  # random opening moves in evaluation games (diversity)
     eval_network_opening_moves: int = 4  # at least this many in network vs network games
     elo_pool_size: int = 0  # 0: off; else past evaluated networks kept as Elo opponents
@@ -165,6 +166,7 @@ class AlphaZeroConfig(Config):
             raise ValueError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
         check_range("eval_simulations", self.eval_simulations, low=0, high=MAX_NODES - 1)
         check_range("eval_opening_moves", self.eval_opening_moves, low=0)
+        check_range("eval_record_games", self.eval_record_games, low=0, high=64)
         check_range("eval_network_opening_moves", self.eval_network_opening_moves, low=0)
         check_range("elo_pool_size", self.elo_pool_size, low=0)
         check_range("elo_games_per_opponent", self.elo_games_per_opponent, low=2)
@@ -269,7 +271,8 @@ def connect_four() -> AlphaZeroConfig:
         num_games=128,
         network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32),
         search=SearchConfig(num_simulations=32, max_nodes=64),
-        temperature_moves=10,
+        temperature_moves=42,  # every move sampled: positions off the best line get targets
+        root_value_weight=0.5,  # value target: half the outcome, half the search's root value
         max_episode_steps=42,
         memory_capacity=128,
         augment=True,

@@ -50,8 +50,13 @@ def observe_fn(state):
     return jax.nn.one_hot(state["stones"], HEAP + 1)
 
 
+def make_env():
+    """The game as a turbozero environment (what `train(..., rebuild={"env": ...})` names)."""
+    return envs.from_functions(init_fn=init_fn, step_fn=step_fn, observe_fn=observe_fn, name="nim")
+
+
 def main() -> int:
-    env = envs.from_functions(init_fn=init_fn, step_fn=step_fn, observe_fn=observe_fn, name="nim")
+    env = make_env()
     envs.check(env)
 
     def uniform(params, obs, key):

@@ -1,11 +1,16 @@
 """The "How to turbozero" tutorial with its import paths changed; besides, `env_name="othello"`
-names the game in the run directory, and two flags choose tiny sizes and the run directory.
+names the game in the run directory, two flags choose tiny sizes and the run directory, and the
+training runs only when the file is run (not imported), so that `rebuild=` can name this file's
+`tutorial_env` and `tutorial_optimizer`: `turbozero eval`, `play` and `train --resume` then
+rebuild the game and the optimizer made here (the network and the loss are recorded by
+themselves).
 
 `python examples/tutorial_othello.py` runs it at the tutorial's sizes; `--toy` runs a tiny version
 (used by the test suite); `--out DIR` chooses the run directory.
 """
 
 import argparse
+import os
 import sys
 from functools import partial
 
@@ -13,6 +18,7 @@ import jax
 import optax
 import pgx
 
+from turbozero import envs
 from turbozero.tutorial import (
     MCTS,
     AlphaZero,
@@ -30,7 +36,7 @@ from turbozero.tutorial import (
 parser = argparse.ArgumentParser()
 parser.add_argument("--toy", action="store_true", help="tiny sizes (seconds, for tests)")
 parser.add_argument("--out", default=None, help="run directory")
-args = parser.parse_args(sys.argv[1:])
+args = parser.parse_args(sys.argv[1:] if __name__ == "__main__" else [])
 toy = args.toy
 
 env = pgx.make("othello")
@@ -82,32 +88,49 @@ az_evaluator = AlphaZero(MCTS)(
 
 replay_memory = EpisodeReplayBuffer(capacity=64 if toy else 1000)
 
-trainer = Trainer(
-    train_batch_size=16,
-    env_step_fn=step_fn,
-    env_init_fn=init_fn,
-    loss_fn=partial(az_default_loss_fn, l2_reg_lambda=0.0001),
-    nn=resnet,
-    optimizer=optax.adam(1e-4),
-    state_to_nn_input_fn=state_to_nn_input,
-    evaluator=az_evaluator,
-    testers=[
-        ApproxEloTester(
-            total_epochs=10,
-            episodes_per_opponent=2 if toy else 20,
-            num_opponents=2 if toy else 5,
-            rating_optim_steps=5000,
-            rating_optim_lr=10000,
-        )
-    ],
-    memory_buffer=replay_memory,
-    batch_size=4 if toy else 16,
-    max_episode_steps=128,
-    warmup_steps=0 if toy else 10,
-    collection_steps_per_epoch=70 if toy else 10,
-    train_steps_per_epoch=2 if toy else 10,
-    ckpt_dir=args.out,
-    env_name="othello",
-)
 
-output = trainer.train_loop(key=jax.random.PRNGKey(0), num_epochs=2 if toy else 10)
+def tutorial_env():
+    """The game as the Trainer builds it from the functions above (for `rebuild`)."""
+    return envs.from_functions(
+        init_fn=init_fn, step_fn=step_fn, observe_fn=state_to_nn_input, name="custom:othello"
+    )
+
+
+def tutorial_optimizer():
+    return optax.adam(1e-4)
+
+
+if __name__ == "__main__":  # (imported for its recipes, it trains nothing)
+    trainer = Trainer(
+        train_batch_size=16,
+        env_step_fn=step_fn,
+        env_init_fn=init_fn,
+        loss_fn=partial(az_default_loss_fn, l2_reg_lambda=0.0001),
+        nn=resnet,
+        optimizer=tutorial_optimizer(),
+        state_to_nn_input_fn=state_to_nn_input,
+        evaluator=az_evaluator,
+        testers=[
+            ApproxEloTester(
+                total_epochs=10,
+                episodes_per_opponent=2 if toy else 20,
+                num_opponents=2 if toy else 5,
+                rating_optim_steps=5000,
+                rating_optim_lr=10000,
+            )
+        ],
+        memory_buffer=replay_memory,
+        batch_size=4 if toy else 16,
+        max_episode_steps=128,
+        warmup_steps=0 if toy else 10,
+        collection_steps_per_epoch=70 if toy else 10,
+        train_steps_per_epoch=2 if toy else 10,
+        ckpt_dir=args.out,
+        env_name="othello",
+        rebuild={
+            "env": f"{os.path.abspath(__file__)}:tutorial_env",
+            "optimizer": f"{os.path.abspath(__file__)}:tutorial_optimizer",
+        },
+    )
+
+    output = trainer.train_loop(key=jax.random.PRNGKey(0), num_epochs=2 if toy else 10)

@@ -82,6 +82,30 @@ def test_tic_tac_toe_preset_reaches_perfect_play_within_10_minutes(tmp_path):
     assert accuracy["positions"] == 4520 and accuracy["accuracy_result"] == 1.0, accuracy
 
 
+def test_the_readme_tour_leaves_the_agent_it_promises(tmp_path):
+    """The README's tour, its trainings and evaluations as written: no loss to the perfect
+    player and a value-keeping move in all 4,520 positions, as the README says."""
+    from tests.test_docs import _tour
+
+    run = str(tmp_path / "runs" / "ttt")
+    outputs = []
+    for line in _tour().splitlines():
+        command = line.split("#")[0].split()
+        if (
+            command[:2]
+            in (
+                [".venv/bin/turbozero", "train"],
+                [".venv/bin/turbozero", "eval"],
+            )
+            and "--list" not in command
+        ):
+            args = [run if a == "runs/ttt" else a for a in command[1:]]
+            outputs.append(_turbozero(*args, timeout=600))
+    versus, accuracy = (json.loads(o) for o in outputs[-2:])
+    assert versus["losses"] == 0, versus
+    assert accuracy["positions"] == 4520 and accuracy["accuracy_result"] == 1.0, accuracy
+
+
 def test_bench_learning_shows_the_tic_tac_toe_preset_perfect_beside_its_baseline():
     """`bench/learning.py`'s default (what `make bench` runs): both recipes, 60 s each; the
     preset makes no value-losing move in 4,520 positions, the baseline recipe does."""
@@ -151,7 +175,7 @@ def test_tutorial_runs_at_the_tutorial_sizes(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("Epoch ")]
-    assert len(lines) == 10 and all("'elo'" in line for line in lines[1:])
+    assert len(lines) == 10 and all("elo=" in line for line in lines[1:])
 
 
 TWO_HOSTS = textwrap.dedent(

@@ -80,3 +80,45 @@ def test_configuration_reference_is_up_to_date():
     from turbozero.cli import config_reference
 
     assert (ROOT / "docs" / "configuration.md").read_text() == config_reference()
+
+
+def _tour() -> str:
+    readme = (ROOT / "README.md").read_text()
+    tour = readme[readme.index("## Five-minute tour") :]
+    return BLOCK.findall(tour)[0][1]
+
+
+def test_the_readme_tour_trains_the_preset_to_its_end_and_says_what_to_expect():
+    """A tour that stops training early leaves an agent the perfect player beats."""
+    from turbozero.config import get_preset
+
+    preset = get_preset("tic_tac_toe").make()
+    epochs = [
+        int(m.group(1))
+        for line in _tour().splitlines()
+        if "turbozero train tic_tac_toe" in line
+        for m in [re.search(r"num_epochs=(\d+)", line)]
+        if m
+    ]
+    assert epochs and max(epochs) >= preset.num_epochs, epochs
+    readme = (ROOT / "README.md").read_text()
+    after = readme[readme.index("## Five-minute tour") :]
+    assert '"losses": 0' in after and "4,520" in after
+
+
+def test_the_search_guide_says_which_selector_for_which_game():
+    from turbozero.alphazero.config import SELECTORS
+
+    guide = (ROOT / "docs" / "search.md").read_text()
+    section = guide[guide.index("## Which selector for which game and budget") :]
+    section = section[: section.index("\n## ", 5)]
+    assert all(f"`{name}`" in section for name in SELECTORS)
+
+
+def test_the_readme_is_a_front_door():
+    """The README leads with the two commands and the tour; run-directory rules live in
+    docs/runs.md."""
+    readme = (ROOT / "README.md").read_text()
+    head = "\n".join(readme.splitlines()[:40])
+    assert "make train" in head and "## Five-minute tour" in head
+    assert "--resume" in (ROOT / "docs" / "runs.md").read_text()

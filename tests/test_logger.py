@@ -42,7 +42,7 @@ def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, c
     assert ("loss", 0.5, 64) in scalars and scalars[-1] == "flushed"  # on disk with the row
     assert logged and logged[0][0]["loss"] == 0.5 and logged[0][1] == 64
     assert sorted(finished) == ["tb", "wandb"]
-    assert "Epoch 1: {'loss': '0.5000'}" in capsys.readouterr().out
+    assert "Epoch 1/2: loss=0.5 | 0:00:01 left" in capsys.readouterr().out
     # a resumed run (a second logger on the same directory) continues the same W&B run, and
     # TensorBoard drops events from the first row's step on (a crashed attempt's)
     with MetricsLogger(rd, total_epochs=2, progress=False, config=cfg) as log:
@@ -62,7 +62,7 @@ def test_an_epoch_without_training_says_it_waited_for_positions(tmp_path, capsys
     rd = RunDir(tmp_path / "run").create()
     with MetricsLogger(rd, total_epochs=1, progress=False) as log:
         log.epoch({"epoch": 1, "env_steps": 8, "wall_seconds": 1.0, "waiting_for_positions": True})
-    assert "'waiting_for_positions': 'True'" in capsys.readouterr().out
+    assert "Epoch 1/1: waiting for positions" in capsys.readouterr().out
 
 
 def test_rates_and_scores_are_drawn_on_a_unit_axis_only_when_they_are_fractions():
@@ -75,3 +75,47 @@ def test_rates_and_scores_are_drawn_on_a_unit_axis_only_when_they_are_fractions(
     assert not is_fraction("eval/score", [912.0, 1304.0])
     assert not is_fraction("eval/score", [0.5, -0.25])
     assert not is_fraction("loss", [0.5])
+
+
+def test_the_epoch_line_shows_each_opponent_accuracy_and_numbers_as_numbers():
+    from turbozero.io.logger import epoch_line
+
+    row = {
+        "epoch": 14,
+        "loss": 2.18474,
+        "positions_per_s": 730.12,
+        "eval/random/win": 1.0,
+        "eval/random/draw": 0.0,
+        "eval/random/loss": 0.0,
+        "eval/perfect/win": 0.0,
+        "eval/perfect/draw": 0.75,
+        "eval/perfect/loss": 0.25,
+        "eval/score": 0.6875,
+        "eval/accuracy/result": 0.923,
+        "eval/accuracy/best": 0.718,
+        "elo": 35.0,
+    }
+    line = epoch_line(row, 1000, 75.0)
+    assert line.startswith("Epoch 14/1000: loss=2.185 positions_per_s=730.1 elo=35 ")
+    assert "| vs random W/D/L 100%/0%/0% | vs perfect W/D/L 0%/75%/25% " in line
+    assert "| accuracy 92.3% (best move 71.8%) | 0:01:15 left" in line
+    assert "'" not in line and "score" not in line  # no quoted numbers, no blended score
+
+
+def test_time_left_follows_the_pace_and_the_wall_clock_budget(tmp_path):
+    rd = RunDir(tmp_path / "run").create()
+    log = MetricsLogger(rd, total_epochs=100, progress=False)
+    assert log.seconds_left({"epoch": 10, "wall_seconds": 50.0}) == 450.0  # a resumed run
+    assert log.seconds_left({"epoch": 12, "wall_seconds": 54.0}) == 88 * 2.0  # pace since then
+    budget = MetricsLogger(
+        rd, total_epochs=100, progress=False, config=AlphaZeroConfig(max_wall_seconds=60.0)
+    )
+    assert budget.seconds_left({"epoch": 10, "wall_seconds": 50.0}) == 10.0
+
+
+def test_a_stopped_run_says_how_to_resume(tmp_path, capsys):
+    rd = RunDir(tmp_path / "run").create()
+    with MetricsLogger(rd, total_epochs=80, progress=False) as log:
+        log.stopped(14)
+    out = capsys.readouterr().out
+    assert "stopped at epoch 14/80" in out and f"--out {rd.path} --resume" in out

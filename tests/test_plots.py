@@ -45,3 +45,29 @@ def test_the_run_plots_are_one_strength_figure_beside_losses_and_throughput(tmp_
 def test_a_run_without_evaluations_draws_no_strength_figure(tmp_path):
     rows = [{"epoch": 1, "env_steps": 10, "wall_seconds": 1.0, "positions_per_s": 5.0}]
     assert {p.name for p in plot_run(rows, tmp_path)} == {"throughput.png"}
+
+
+def test_an_on_policy_run_draws_its_returns_in_one_figure_not_a_panel_per_statistic(tmp_path):
+    from turbozero.io.plots import plot_returns
+
+    rows = [
+        {
+            "epoch": e,
+            "env_steps": 1000 * e,
+            "wall_seconds": float(e),
+            "env_steps_per_s": 5e4,
+            "actor_loss": 0.1,
+            "episode_return": 20.0 * e if e > 1 else float("nan"),  # no episode ended yet
+            "eval/return": 30.0 * e,
+            "eval/return_std": 5.0,
+            "eval/return_min": 30.0 * e - 4,
+            "eval/return_max": 30.0 * e + 9,
+            "eval/length_mean": 30.0 * e,
+            "eval/return_per_seed": [30.0 * e - 1, 30.0 * e + 1],
+        }
+        for e in (1, 2, 3)
+    ]
+    written = {p.name for p in plot_run(rows, tmp_path)}
+    assert written == {"returns.png", "losses.png", "throughput.png"}
+    assert (tmp_path / "returns.png").stat().st_size > 10_000
+    assert not plot_returns([{"epoch": 1, "env_steps": 1, "loss": 1.0}], tmp_path / "none.png")

@@ -31,9 +31,19 @@ def test_tutorial_othello_runs_at_toy_scale_and_prints_losses_and_elo(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("Epoch ")]
     assert len(lines) == 2
-    assert "'loss'" in lines[0] and "'policy_loss'" in lines[0] and "'value_loss'" in lines[0]
-    assert "'elo'" in lines[1]
+    assert "loss=" in lines[0] and "policy_loss=" in lines[0] and "value_loss=" in lines[0]
+    assert "elo=" in lines[1]
     assert (tmp_path / "run" / "metrics.jsonl").exists()
+    # the CLI rebuilds the tutorial's game, network, loss and optimizer: eval and resume work
+    run = str(tmp_path / "run")
+    cli = [sys.executable, "-m", "turbozero.cli"]
+    for args in (
+        ["eval", run, "--games", "2", "--json"],
+        ["train", "--out", run, "--resume", "--set", "num_epochs=3"],
+    ):
+        done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "Epoch 3/3" in done.stdout
 
 
 def test_misspelt_num_opponenets_is_accepted_with_a_deprecation_warning():

@@ -17,6 +17,7 @@ from turbozero.io.errors import (
     CheckpointError,
     DamagedRunError,
     MissingExtraError,
+    NotRebuildableError,
     RunPathError,
     TooLargeError,
 )
@@ -108,14 +109,34 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     from turbozero.alphazero.train import train
 
+    parts, rebuild = _resumed_parts(args.out) if args.resume else (None, None)
     train(
         config,
         out,
         resume=args.resume,
         preset=preset_name,
         check_memory=not args.skip_memory_check,
+        parts=parts,
+        rebuild=rebuild,
     )
     return 0
+
+
+def _resumed_parts(run: str) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+    """The parts an AlphaZero run was given from Python, rebuilt from its recipes, and the
+    recipes the user named (so the resumed run records them again); refuses a part that has no
+    recipe, by name."""
+    from turbozero.alphazero.rebuild import rebuild_parts
+    from turbozero.io.rundir import RunDir
+
+    saved = RunDir(run).read_config("alphazero")
+    recipes = saved.get("rebuild", {})
+    names = sorted(set(recipes) | set(saved.get("parts", {})))
+    if not names:
+        return None, None
+    parts = rebuild_parts({n: recipes.get(n) for n in names}, names, run)
+    named = {n: r["factory"] for n, r in recipes.items() if r and "factory" in r}
+    return parts, named or None
 
 
 def _opponent(spec: str, env, simulations: int | None):
@@ -305,19 +326,66 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def other_environments() -> dict[str, list[str] | str]:
+    """Ids of the gymnax and jumanji environments `envs.make` accepts, per package, or the line
+    saying how to install a missing package."""
+    import importlib
+
+    out: dict[str, list[str] | str] = {}
+    for package, listing in (
+        ("gymnax", lambda m: list(m.registered_envs)),
+        ("jumanji", lambda m: list(m.registered_environments())),
+    ):
+        try:
+            module = importlib.import_module(package)
+        except ImportError:
+            out[package] = f"not installed: pip install 'turbozero[envs]' to use {package}:ID"
+            continue
+        out[package] = sorted(f"{package}:{name}" for name in listing(module))
+    return out
+
+
 def cmd_envs(args: argparse.Namespace) -> int:
     from turbozero import envs
 
+    print("pgx games (AlphaZero; the one-player ones also PPO):")
     for name, desc in sorted(envs.GAMES.items()):
         if args.verbose:
             env = envs.make(name)
             print(
-                f"{name:<24} players={env.num_players} actions={env.num_actions:<5} "
+                f"  {name:<24} players={env.num_players} actions={env.num_actions:<5} "
                 f"observation={env.observation_shape}  {desc}"
             )
         else:
-            print(f"{name:<24} {desc}")
+            print(f"  {name:<24} {desc}")
+    presets = _presets_by_env()
+    for package, ids in other_environments().items():
+        print(f"{package} environments (one player: PPO, AlphaZero where discrete):")
+        if isinstance(ids, str):
+            print(f"  {ids}")
+            continue
+        for env_id in ids:
+            used = f"  preset: {', '.join(presets[env_id])}" if env_id in presets else ""
+            if args.verbose:
+                try:
+                    env = envs.make(env_id)
+                    shape = f"actions={env.num_actions:<5} observation={env.observation_shape}"
+                except Exception as err:  # an adapter refusal: say why, list the rest
+                    shape = f"(not usable here: {str(err).splitlines()[0][:80]})"
+                print(f"  {env_id:<40} {shape}{used}")
+            else:
+                print(f"  {env_id}{used}")
     return 0
+
+
+def _presets_by_env() -> dict[str, list[str]]:
+    _load_presets()
+    out: dict[str, list[str]] = {}
+    for name, preset in sorted(PRESETS.items()):
+        env = getattr(preset.make(), "env", None)
+        if isinstance(env, str):
+            out.setdefault(env, []).append(name)
+    return out
 
 
 def config_reference() -> str:
@@ -514,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         TooLargeError,
         CheckpointError,
         DamagedRunError,
+        NotRebuildableError,
         FileExistsError,
         FileNotFoundError,
     ) as err:

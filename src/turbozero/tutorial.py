@@ -17,7 +17,7 @@ import dataclasses
 import numbers
 import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -329,6 +329,7 @@ class Trainer:
         wandb_project_name: str = "",
         env_name: str = "game",
         seed: int = 0,
+        rebuild: Mapping[str, str] | None = None,
     ):
         self.env = envs.from_functions(
             init_fn=env_init_fn,
@@ -348,6 +349,9 @@ class Trainer:
         self.optimizer = optimizer
         self.data_transform_fns = list(data_transform_fns)
         self.ckpt_dir = ckpt_dir
+        # how `turbozero eval`, `play` and `train --resume` rebuild parts made in a script (see
+        # turbozero.alphazero.rebuild): {"env": ..., "optimizer": ...} -> "file.py:function"
+        self.rebuild = dict(rebuild or {})
         opponents: list[str] = []
         eval_games = 2
         elo_pool, elo_games = 0, 16
@@ -448,7 +452,7 @@ class Trainer:
         seed: int | None = None,
         resume: bool = False,
     ) -> dict[str, Any]:
-        """Run `num_epochs` epochs; prints `Epoch N: {...}` lines; returns the run summary.
+        """Run `num_epochs` epochs; prints an `Epoch N/M: ...` line each; returns the run summary.
 
         `key` (a PRNG key) or `seed` fixes the run (neither: the Trainer's `seed`); a key is
         reduced to an integer seed (its last 32-bit word) so the run directory records it.
@@ -460,4 +464,11 @@ class Trainer:
         cfg = dataclasses.replace(
             self.config, seed=seed, num_epochs=num_epochs, eval_every=eval_every
         )
-        return train(cfg, self.ckpt_dir, resume=resume, progress=False, parts=self.parts())
+        return train(
+            cfg,
+            self.ckpt_dir,
+            resume=resume,
+            progress=False,
+            parts=self.parts(),
+            rebuild=self.rebuild or None,
+        )

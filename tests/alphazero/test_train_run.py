@@ -62,7 +62,7 @@ def test_run_directory_holds_config_metrics_summary_plots_checkpoints(full_run):
         assert k in summary
     assert "eval/random/win" in summary["eval"]
     assert "elo" in rows[1] and "eval/best/score" in rows[1]
-    assert list(rd.games.glob("latest_vs_random.html"))
+    assert list(rd.games.glob("latest.html"))
     assert (rd.plots / "losses.png").exists() and (rd.plots / "strength.png").exists()
     assert not (rd.plots / "evaluation.png").exists()  # strength.png holds the evaluation
     for r in rows:  # move accuracy over tic-tac-toe's 4,520 positions at every evaluation

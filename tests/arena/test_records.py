@@ -1,12 +1,21 @@
-"""Records: replaying a recorded game and drawing it."""
+"""Records: replaying a recorded game, drawing it, and the gallery page of evaluation games."""
 
 from __future__ import annotations
+
+import re
 
 import jax
 import numpy as np
 import pytest
 
 from turbozero.arena import perfect_agent, play_match, random_agent, render_game_svgs, replay_game
+from turbozero.arena.records import (
+    fit_svg,
+    game_outcome,
+    pick_games,
+    records_page,
+    replay_game_movers,
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +56,69 @@ def test_replay_needs_recorded_actions(tic_tac_toe):
     )
     with pytest.raises(ValueError, match="max_steps"):
         replay_game(tic_tac_toe, r, 0)
+
+
+def test_fit_svg_scales_pgx_drawings_by_a_viewbox_instead_of_cutting_them(connect_four):
+    state, _ = connect_four.init(jax.random.PRNGKey(0))
+    raw = connect_four.render_svg(state)
+    assert "viewBox" not in raw  # pgx's drawing: fixed width and height only
+    fitted = fit_svg(raw)
+    head = fitted[: fitted.index(">")]
+    assert 'viewBox="0 0 280.0 280.0"' in head
+    assert not re.search(r"\s(width|height)=", head)  # the container sizes it
+    assert fitted[fitted.index(">") :] == raw[raw.index(">") :]  # the drawing itself unchanged
+    assert fit_svg(fitted) == fitted
+
+
+def test_fit_svg_refuses_what_it_cannot_scale():
+    with pytest.raises(ValueError, match="<svg"):
+        fit_svg("<html></html>")
+    with pytest.raises(ValueError, match="height"):
+        fit_svg('<svg width="10"></svg>')
+
+
+def test_movers_alternate_in_tic_tac_toe(tic_tac_toe, result):
+    movers = replay_game_movers(tic_tac_toe, result, 0)
+    assert len(movers) == result.lengths[0]
+    assert movers[0::2] == [movers[0]] * len(movers[0::2])
+    assert set(movers) == {0, 1}
+
+
+def test_game_outcome_follows_the_returns(result):
+    for g in range(result.num_games):
+        ret = result.returns[g, result.player_a[g]]
+        assert game_outcome(result, g) == {1.0: "win", 0.0: "draw", -1.0: "loss"}[float(ret)]
+
+
+def test_pick_games_shows_the_worst_games_from_both_sides(tic_tac_toe):
+    r = play_match(
+        tic_tac_toe,
+        random_agent(tic_tac_toe),
+        perfect_agent(tic_tac_toe),
+        jax.random.PRNGKey(3),
+        num_games=16,
+        max_steps=9,
+    )
+    picked = pick_games(r, 4)
+    assert len(picked) == 4 and len(set(picked)) == 4
+    assert {bool(r.a_first[g]) for g in picked} == {True, False}
+    worst = min(("loss", "draw", "win").index(game_outcome(r, g)) for g in range(16))
+    assert ("loss", "draw", "win").index(game_outcome(r, picked[0])) == worst
+    assert pick_games(r, 100) == pick_games(r, 16) and len(pick_games(r, 100)) == 16
+
+
+def test_records_page_shows_results_named_moves_and_every_position(tic_tac_toe, result):
+    page = records_page(tic_tac_toe, {"random": result}, 2, "tic_tac_toe: epoch_3")
+    sections = page.split("<section class='game'>")[1:]
+    assert len(sections) == 2
+    assert f"({result.wins} wins, {result.draws} draws, {result.losses} losses" in page
+    for section, g in zip(sections, pick_games(result, 2), strict=True):
+        n = int(result.lengths[g])
+        assert f": {game_outcome(result, g)} in {n} moves" in section
+        assert section.count("<svg") == n + 1  # the start and every move
+        assert section.count("<li>") == n
+        # moves named as on the play page (a1..c3), never as raw action ids
+        named = re.findall(r"plays ([a-c][1-3])</figcaption>", section)
+        assert len(named) == n and "action " not in section
+    assert page.count("viewBox") == page.count("<svg")  # every board scales to its frame
+    assert "<script>" in page and "http" not in page.replace("http://www.w3.org", "")

@@ -98,6 +98,9 @@ def test_clicks_in_the_browser_play_a_whole_game_with_legal_replies_and_the_righ
     expected = "human" if human > agent else "agent" if agent > human else "draw"
     assert state["result"]["winner"] == expected
     assert summary["status"] == state["result"]["text"]  # the page says who won
+    # the last move framed by a square (a ring read as an O over an X), the winning line drawn
+    assert re.search(r'<rect[^>]*id="last-move"', dom)
+    assert ('id="winning-line"' in dom) == (expected != "draw")
 
 
 def test_a_screenshot_of_a_game_in_progress_is_a_png(served, tmp_path):

@@ -210,6 +210,43 @@ def test_a_full_game_ends_with_the_result_of_the_environment_rewards(served, hum
     assert result["winner"] == expected
     assert state["legal"] == [] and state["to_move"] is None
     assert request(url, "/api/move", {"action": 0})[0] == 400
+    # the line that won is drawn (three cells in a row of the winner's marks), a draw has none
+    line = state["winning_cells"]
+    if expected == "draw":
+        assert line == []
+    else:
+        assert len(line) == 3 and all(any(c[1:3] == p for c in state["cells"]) for p in line)
+        (x0, y0), (x1, y1), (x2, y2) = line
+        assert (x1 - x0, y1 - y0) == (x2 - x1, y2 - y1)  # a straight line
+
+
+def test_the_last_move_is_marked_on_its_cell(served):
+    url, _ = served
+    state = new_game(url, human_first=True)
+    assert state["last_cell"] is None
+    _, state = request(url, "/api/move", {"action": 4})
+    reply = state["history"][-1]["action"]
+    assert state["last_cell"] == next(c[1:] for c in state["cells"] if c[0] == reply)
+
+
+def test_an_agent_that_moves_first_is_compiled_before_its_move_is_timed(tiny_run):
+    calls = []
+
+    class Spy(Game):
+        def warm_up(self):
+            calls.append("warm_up")
+            return super().warm_up()
+
+        def _policy(self, *args):
+            calls.append("policy")
+            return super()._policy(*args)
+
+    game = Spy(turbozero.load_agent(tiny_run), human_first=False, seed=0)
+    # compiled on the start position first, then the opening move (its time is thinking time)
+    assert calls == ["warm_up", "policy", "policy"]
+    assert game.snapshot()["history"][0]["by"] == "agent"
+    game.warm_up()  # what serve() calls next: nothing left to compile
+    assert game.compiled_policy._cache_size() == 1
 
 
 def test_a_busy_port_gives_a_free_one(served):

@@ -86,7 +86,7 @@ def test_run_directory_holds_config_metrics_summary_plots_and_checkpoints(full_r
     assert rd.read_json("summary.json") == summary
     assert summary["preset"] == "tiny" and summary["updates"] == TINY.num_updates
     assert len(summary["eval"]["absolute_return_per_seed"]) == TINY.num_seeds
-    assert (rd.plots / "evaluation.png").exists()
+    assert (rd.plots / "returns.png").exists() and not (rd.plots / "evaluation.png").exists()
     _, meta, steps = _checkpoint(run)
     assert steps == [2, 3]  # keep_checkpoints=2 rotates the oldest out
     assert meta["format_version"] >= 1 and meta["epoch"] == EPOCHS
@@ -292,3 +292,42 @@ def test_a_ppo_run_larger_than_the_machines_memory_is_refused_before_anything_is
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "more than this machine's" in err[0], err
     assert not out.exists()
+
+
+def test_ppo_runs_log_to_tensorboard_and_wandb_and_may_switch_them_on_at_resume(
+    tmp_path, monkeypatch
+):
+    import sys
+    import types
+
+    scalars, inits = [], []
+
+    class Writer:
+        def __init__(self, logdir, purge_step=None):
+            pass
+
+        def add_scalar(self, name, value, step):
+            scalars.append((name, step))
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    run_stub = types.SimpleNamespace(log=lambda d, step: None, finish=lambda: None)
+    monkeypatch.setitem(sys.modules, "tensorboardX", types.SimpleNamespace(SummaryWriter=Writer))
+    monkeypatch.setitem(
+        sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: inits.append(kw) or run_stub)
+    )
+    cfg = dataclasses.replace(TINY, num_updates=4)
+    run = tmp_path / "run"
+    train_ppo(cfg, run, progress=False, num_evals=1)
+    assert scalars == [] and inits == []
+    on = dataclasses.replace(cfg, tensorboard=True, wandb_project="proj")
+    train_ppo(on, run, resume=True, progress=False)  # where it logs may change on resume
+    steps = 2 * TINY.num_updates_per_eval * TINY.batch_size  # the resumed second epoch
+    assert ("eval/return", steps) in scalars and inits[0]["project"] == "proj"
+    assert json.loads((run / "config.json").read_text())["config"]["tensorboard"] is True
+    with pytest.raises(ValueError, match="num_updates"):
+        train_ppo(dataclasses.replace(on, num_updates=6), run, resume=True, progress=False)

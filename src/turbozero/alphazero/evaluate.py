@@ -7,7 +7,6 @@ run evaluates exactly as an uninterrupted one.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,10 @@ from turbozero.arena import (
     perfect_agent,
     play_match,
     random_agent,
-    render_game_svgs,
-    replay_game,
     rollout_mcts_agent,
 )
 from turbozero.arena.accuracy import move_accuracy, positions_for
+from turbozero.arena.records import records_page
 from turbozero.types import Params, PRNGKey
 
 ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
@@ -162,9 +160,10 @@ class Evaluator:
             if "eval/accuracy/result" in out:  # the solver's verdict ranks networks first
                 fixed = out["eval/accuracy/result"]
             self._update_best(params, me, fixed, vs_best, ratings)
-        if games_dir is not None and records and env.render_svg is not None:
-            name, r = next(iter(records.items()))
-            write_game_record(self.az, r, games_dir / f"latest_vs_{name.replace(':', '')}.html")
+        if games_dir is not None and records and env.render_svg and cfg.eval_record_games:
+            page = records_page(env, records, cfg.eval_record_games, f"{env.name}: {me}")
+            games_dir.mkdir(parents=True, exist_ok=True)
+            (games_dir / "latest.html").write_text(page)
         return out
 
     def _update_best(
@@ -263,23 +262,3 @@ def better_than_best(
     if vs_best is not None:
         return vs_best >= 0.5
     return True
-
-
-def write_game_record(az: AlphaZeroSystem, result: MatchResult, path: Path, game: int = 0) -> None:
-    """One evaluation game as an HTML page of SVG boards, move by move."""
-    states = replay_game(az.env, result, game)
-    svgs = render_game_svgs(az.env, states)
-    assert result.actions is not None
-    actions = [int(a) for a in np.asarray(result.actions[:, game]) if a >= 0]
-    rows = []
-    for t, svg in enumerate(svgs):
-        label = "start" if t == 0 else f"move {t}: action {actions[t - 1]}"
-        rows.append(f"<figure><figcaption>{html.escape(label)}</figcaption>{svg}</figure>")
-    first = "first" if bool(result.a_first[game]) else "second"
-    title = f"{html.escape(result.name_a)} ({first}) vs {html.escape(result.name_b or '')}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        "<!doctype html><meta charset='utf-8'><title>game</title>"
-        "<style>figure{display:inline-block;width:180px;margin:4px}svg{width:100%;height:auto}"
-        f"</style><h3>{title}</h3>" + "".join(rows)
-    )

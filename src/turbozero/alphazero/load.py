@@ -11,6 +11,7 @@ import jax
 
 from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig
+from turbozero.alphazero.rebuild import HOW, NotRebuildableError, rebuild_parts
 from turbozero.alphazero.trainer import AlphaZeroSystem, make_alphazero, make_selector
 from turbozero.arena import Agent, alphazero_agent
 from turbozero.envs.core import Env, check_batched
@@ -94,15 +95,26 @@ def load_agent(
     if saved["algorithm"] != "alphazero":
         raise ValueError(f"{rd.path} is a {saved['algorithm']!r} run; use turbozero.load_agent")
     cfg = AlphaZeroConfig.from_dict(saved["config"])
+    recipes = saved.get("rebuild", {})
+    wanted = [n for n, given in (("env", env), ("module", module)) if given is None]
+    rebuilt = rebuild_parts(recipes, wanted, str(rd.path))
+    env = rebuilt.get("env", env)
+    module = rebuilt.get("module", module)
+    if module is None and "module" in saved.get("parts", {}):
+        raise NotRebuildableError(
+            f"{rd.path} was trained with its module given from Python, which it cannot rebuild: "
+            + HOW.format(name="module")
+        )
     if env is None:
         try:
             env = envs.make(cfg.env)
         except ValueError as err:
-            raise ValueError(
+            raise NotRebuildableError(
                 f"{rd.path} was trained on {cfg.env!r}, a game this run directory cannot rebuild "
-                f"({err}); if it was given from Python, load the run from Python with "
-                "turbozero.load_agent(path, env=..., module=...), passing the same game and flax "
-                "network (for the tutorial's Trainer: trainer.env and trainer.nn)"
+                f"({err}); "
+                + HOW.format(name="env")
+                + " (for the tutorial's Trainer: Trainer(..., rebuild=...), or trainer.env and "
+                "trainer.nn)"
             ) from None
     az = make_alphazero(cfg, env=env, module=module)
     example = az.env.observe(az.env.init(jax.random.PRNGKey(0))[0])

@@ -12,6 +12,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from jax.experimental import multihost_utils
 
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.evaluate import Evaluator
+from turbozero.alphazero.rebuild import record_parts
 from turbozero.alphazero.sharding import Sharder, maybe_initialize_distributed
 from turbozero.alphazero.trainer import TrainState, make_alphazero
 from turbozero.io.checkpoint import Checkpointer
@@ -93,7 +95,13 @@ def agree(decision: bool) -> bool:
 
 #: settings a resumed run may change: where it stops and where it logs (none changes what an
 #: epoch computes)
-RESUME_MAY_CHANGE = ("num_epochs", "max_wall_seconds", "tensorboard", "wandb_project")
+RESUME_MAY_CHANGE = (
+    "num_epochs",
+    "max_wall_seconds",
+    "tensorboard",
+    "wandb_project",
+    "eval_record_games",
+)
 
 
 def _same_on_every_process(settings: dict[str, Any]) -> None:
@@ -186,6 +194,7 @@ def _open_run_dir(
     preset: str | None,
     parts: dict[str, str],
     cleanup: contextlib.ExitStack,
+    recipes: dict[str, Any] | None = None,
 ) -> str | None:
     """Process 0: create or reopen the run directory, holding its lock in `cleanup`; the
     preset name to record. Refuses an existing run without `resume`, and a resumed run of
@@ -223,15 +232,24 @@ def _open_run_dir(
                 f"done; a resumed run can only go on (a larger num_epochs) or stop where it is"
             )
         preset = saved.get("preset", preset)
-        if diff:  # the run directory records the settings it now runs with
-            rd.write_json("config.json", {**saved, "config": config.to_dict()})
+        rebuild = {**saved.get("rebuild", {}), **(recipes or {})}
+        if diff or rebuild != saved.get("rebuild", {}):  # what the run now runs with
+            updated = {**saved, "config": config.to_dict()}
+            if rebuild:
+                updated["rebuild"] = rebuild
+            rd.write_json("config.json", updated)
         return preset
     rd.create()
     cleanup.enter_context(rd.lock())
-    rd.write_json(
-        "config.json",
-        {"algorithm": ALGORITHM, "preset": preset, "config": config.to_dict(), "parts": parts},
-    )
+    record: dict[str, Any] = {
+        "algorithm": ALGORITHM,
+        "preset": preset,
+        "config": config.to_dict(),
+        "parts": parts,
+    }
+    if recipes:
+        record["rebuild"] = recipes
+    rd.write_json("config.json", record)
     return preset
 
 
@@ -245,6 +263,7 @@ def train(
     num_epochs: int | None = None,
     parts: dict[str, Any] | None = None,
     check_memory: bool = True,
+    rebuild: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run AlphaZero training; returns the summary (also written to `summary.json`).
 
@@ -262,6 +281,10 @@ def train(
             records them, see `describe_parts`, and refuses others).
         check_memory: refuse a run whose training state would not fit in this machine's memory
             (`TooLargeError`, before anything is allocated or written); False to try anyway.
+        rebuild: `{part name: "pkg.module:function" or "path/file.py:function"}`, a function of
+            no arguments returning that part, for parts the run directory cannot record by
+            itself (see `turbozero.alphazero.rebuild`); with it, `turbozero eval`, `play` and
+            `train --resume` rebuild the run's parts.
 
     Raises:
         RunInUseError: another training holds `run_dir` (a `FileExistsError`).
@@ -270,7 +293,16 @@ def train(
     """
     with contextlib.ExitStack() as cleanup:
         return _train(
-            config, run_dir, resume, preset, progress, num_epochs, parts, check_memory, cleanup
+            config,
+            run_dir,
+            resume,
+            preset,
+            progress,
+            num_epochs,
+            parts,
+            check_memory,
+            cleanup,
+            rebuild,
         )
 
 
@@ -284,6 +316,7 @@ def _train(
     parts: dict[str, Any] | None,
     check_memory: bool,
     cleanup: contextlib.ExitStack,
+    rebuild: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     if num_epochs is not None:
         num_epochs = check_count("num_epochs", num_epochs, low=1)
@@ -308,6 +341,7 @@ def _train(
     # setting leaves nothing behind that would block the corrected command.
     sharder = Sharder(config)
     az = make_alphazero(config, **(parts or {}), mesh=sharder.mesh)
+    recipes = record_parts(parts or {}, rebuild, describe_parts)
     if not resume:
         config.check_new_run(az.env.num_players)
     state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
@@ -323,7 +357,8 @@ def _train(
         rd.path.mkdir(parents=True, exist_ok=True)
     else:
         try:
-            preset = _open_run_dir(rd, config, resume, preset, describe_parts(parts or {}), cleanup)
+            described = describe_parts(parts or {})
+            preset = _open_run_dir(rd, config, resume, preset, described, cleanup, recipes)
         except Exception as err:  # told to every process below, then raised here
             setup_error = err
     # the checks above are process 0's: the others learn of a refusal rather than wait for it
@@ -565,6 +600,8 @@ def _train(
             summary = make_summary(epoch, wall, row)
             if primary:
                 rd.write_json("summary.json", summary)
+        if stop and not out_of_time and int(state.epoch) < last_epoch:
+            log.stopped(int(state.epoch))
     ckpt.close()
     best_ckpt.close()
     if primary:

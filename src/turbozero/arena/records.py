@@ -1,14 +1,17 @@
-"""Game records: replay a match's game on the host and draw its positions as SVG."""
+"""Game records: replay a match's games on the host and draw them as an HTML page of SVG boards."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import html
+import re
+from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.match import MatchResult
+from turbozero.envs.boards import move_label
 from turbozero.envs.core import Env
 from turbozero.types import PyTree
 
@@ -22,6 +25,12 @@ def replay_game(env: Env, result: MatchResult, game: int) -> list[PyTree]:
     Raises:
         ValueError: if the match recorded no actions or `game` is out of range.
     """
+    states, _ = _replay(env, result, game)
+    return states
+
+
+def _replay(env: Env, result: MatchResult, game: int) -> tuple[list[PyTree], list[int]]:
+    """`replay_game`'s states, and the player id that made each move."""
     if result.actions is None:
         raise ValueError("result has no actions: play the match with max_steps to record them")
     if not 0 <= game < result.num_games:
@@ -29,16 +38,17 @@ def replay_game(env: Env, result: MatchResult, game: int) -> list[PyTree]:
     game_key = jnp.asarray(result.game_keys[game])
     init = jax.jit(env.init)
     step = jax.jit(env.step)
-    state, _ = init(jax.random.fold_in(game_key, 0))
-    states = [state]
+    state, meta = init(jax.random.fold_in(game_key, 0))
+    states, movers = [state], []
     # the game's own length bounds it (continuous actions have no end marker; discrete ones
     # are -1 once the game is over)
     actions = np.asarray(result.actions[: int(result.lengths[game]), game])
     for t, action in enumerate(actions):
+        movers.append(int(meta.cur_player_id))
         move = jnp.asarray(action, jnp.float32) if env.continuous else jnp.int32(action)
-        state, _ = step(state, move, jax.random.fold_in(game_key, t + 1))
+        state, meta = step(state, move, jax.random.fold_in(game_key, t + 1))
         states.append(state)
-    return states
+    return states, movers
 
 
 def render_game_svgs(env: Env, states_sequence: Sequence[PyTree]) -> list[str]:
@@ -50,3 +60,154 @@ def render_game_svgs(env: Env, states_sequence: Sequence[PyTree]) -> list[str]:
     if env.render_svg is None:
         raise ValueError(f"environment {env.name!r} has no render_svg")
     return [env.render_svg(jax.device_get(state)) for state in states_sequence]
+
+
+def replay_game_movers(env: Env, result: MatchResult, game: int) -> list[int]:
+    """The player id that made each move of game `game` of `result` (`[lengths[game]]`)."""
+    _, movers = _replay(env, result, game)
+    return movers
+
+
+def fit_svg(svg: str) -> str:
+    """`svg` scaled by its container: a `viewBox` from its `width` and `height`, which it loses.
+
+    pgx draws with fixed `width`/`height` and no `viewBox`; sized by CSS alone, such a drawing is
+    cut to the box's top-left corner instead of scaled.
+    """
+    head_end = svg.find(">")
+    if not svg.startswith("<svg") or head_end < 0:
+        raise ValueError("not an SVG document: it must start with '<svg'")
+    head, rest = svg[:head_end], svg[head_end:]
+    if "viewBox" in head:
+        return svg
+    sizes = {}
+    for name in ("width", "height"):
+        m = re.search(rf'\s{name}="([0-9.]+)(?:px)?"', head)
+        if m is None:
+            raise ValueError(f"the SVG has no numeric {name} to build a viewBox from")
+        sizes[name] = m.group(1)
+        head = head[: m.start()] + head[m.end() :]
+    return f'{head} viewBox="0 0 {sizes["width"]} {sizes["height"]}"{rest}'
+
+
+def game_outcome(result: MatchResult, game: int) -> str:
+    """Agent A's result in game `game`: "win", "draw" or "loss" (two players), or "return R"."""
+    ret = float(np.asarray(result.returns)[game, int(np.asarray(result.player_a)[game])])
+    if not result.name_b:
+        return f"return {ret:g}"
+    return "win" if ret > 0 else "loss" if ret < 0 else "draw"
+
+
+def pick_games(result: MatchResult, count: int) -> list[int]:
+    """Up to `count` games worth looking at: losses first, then draws, then wins, from both sides.
+
+    Returns game indices, alternating games where agent A moved first and second where both
+    exist.
+    """
+    rank = {"loss": 0, "draw": 1, "win": 2}
+    order = sorted(range(result.num_games), key=lambda g: (rank.get(game_outcome(result, g), 0), g))
+    sides = [[g for g in order if bool(result.a_first[g]) == first] for first in (True, False)]
+    picked: list[int] = []
+    while len(picked) < min(count, result.num_games):
+        for side in sides:
+            if side and len(picked) < count:
+                picked.append(side.pop(0))
+    return picked
+
+
+_PAGE_STYLE = """
+body{font:15px system-ui,sans-serif;margin:16px;color:#222}
+h1{font-size:20px} h2{font-size:17px;margin:22px 0 6px}
+section.game{display:inline-block;vertical-align:top;width:260px;margin:0 18px 18px 0}
+.frame{width:240px;height:240px;border:1px solid #ccc;display:flex;align-items:center;
+justify-content:center;overflow:hidden;background:#fff}
+.frame svg{max-width:100%;max-height:100%;width:100%;height:auto}
+.js figure{display:none} .js figure.now{display:block}
+figure{margin:0} figcaption{font-size:13px;color:#555;margin:4px 0}
+ol{font-size:13px;padding-left:22px;margin:6px 0;max-height:9em;overflow:auto}
+li.now{font-weight:bold} button{margin-right:4px}
+"""
+
+_PAGE_SCRIPT = """
+document.body.classList.add('js');
+for (const game of document.querySelectorAll('section.game')) {
+  const figs = game.querySelectorAll('figure'), moves = game.querySelectorAll('li');
+  let t = figs.length - 1;
+  const show = (k) => {
+    t = Math.max(0, Math.min(figs.length - 1, k));
+    figs.forEach((f, i) => f.classList.toggle('now', i === t));
+    moves.forEach((m, i) => m.classList.toggle('now', i === t - 1));
+  };
+  game.querySelector('.first').onclick = () => show(0);
+  game.querySelector('.prev').onclick = () => show(t - 1);
+  game.querySelector('.next').onclick = () => show(t + 1);
+  game.querySelector('.last').onclick = () => show(figs.length - 1);
+  moves.forEach((m, i) => { m.onclick = () => show(i + 1); });
+  show(t);
+}
+"""
+
+
+def game_html(env: Env, result: MatchResult, game: int) -> str:
+    """One game as an HTML section: its result, its moves by name and every position drawn."""
+    states, movers = _replay(env, result, game)
+    svgs = [fit_svg(s) for s in render_game_svgs(env, states)]
+    actions = np.asarray(result.actions)[: len(movers), game]
+    player_a = int(np.asarray(result.player_a)[game])
+    names = [
+        html.escape(result.name_a if m == player_a or not result.name_b else result.name_b)
+        for m in movers
+    ]
+    labels = [
+        html.escape(move_label(env.name, int(a)) if not env.continuous else str(a)) for a in actions
+    ]
+    figures = [
+        f"<figure><figcaption>start</figcaption><div class='frame'>{svgs[0]}</div></figure>",
+        *(
+            f"<figure><figcaption>move {t + 1} of {len(labels)}: {names[t]} plays "
+            f"{labels[t]}</figcaption><div class='frame'>{svg}</div></figure>"
+            for t, svg in enumerate(svgs[1:])
+        ),
+    ]
+    moves = "".join(f"<li>{n}: {lab}</li>" for n, lab in zip(names, labels, strict=True))
+    if result.name_b:
+        side = "first" if bool(result.a_first[game]) else "second"
+        title = (
+            f"{html.escape(result.name_a)} ({side}) vs {html.escape(result.name_b)}: "
+            f"{game_outcome(result, game)} in {len(labels)} moves"
+        )
+    else:
+        title = f"{html.escape(result.name_a)}: {game_outcome(result, game)} in {len(labels)} moves"
+    buttons = "".join(
+        f"<button class='{c}' title='{t}'>{s}</button>"
+        for c, t, s in (
+            ("first", "start", "&#x23EE;"),
+            ("prev", "back one move", "&#x25C0;"),
+            ("next", "forward one move", "&#x25B6;"),
+            ("last", "end", "&#x23ED;"),
+        )
+    )
+    return (
+        f"<section class='game'><h3>{title}</h3><div>{buttons}</div>{''.join(figures)}"
+        f"<ol>{moves}</ol></section>"
+    )
+
+
+def records_page(
+    env: Env, results: Mapping[str, MatchResult], games_per_opponent: int, title: str
+) -> str:
+    """An HTML page (no network needed) of up to `games_per_opponent` games of each match."""
+    sections = []
+    for opponent, result in results.items():
+        games = pick_games(result, games_per_opponent)
+        record = f"{result.wins} wins, {result.draws} draws, {result.losses} losses"
+        head = f"vs {html.escape(opponent)} ({record} in {result.num_games} games)"
+        if not result.name_b:
+            head = f"{result.num_games} games, mean return {result.mean_return_a:g}"
+        sections.append(f"<h2>{head}</h2>" + "".join(game_html(env, result, g) for g in games))
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_PAGE_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+        + "".join(sections)
+        + f"<script>{_PAGE_SCRIPT}</script></body></html>"
+    )

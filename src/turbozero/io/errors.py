@@ -37,3 +37,7 @@ class MissingExtraError(ValueError):
 
 class TooLargeError(ValueError):
     """A run whose arrays would not fit in the machine's memory (refused before allocating)."""
+
+
+class NotRebuildableError(ValueError):
+    """A run's part that was given from Python has no recipe to rebuild it."""

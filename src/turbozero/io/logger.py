@@ -10,16 +10,55 @@ from typing import Any
 from turbozero.io.errors import MissingExtraError
 from turbozero.io.rundir import RunDir
 
+#: training numbers shown on each epoch's line (when the row has them), in this order
 SHOWN = (
     "loss",
     "policy_loss",
     "value_loss",
+    "actor_loss",
+    "critic_loss",
+    "entropy",
     "positions_per_s",
-    "waiting_for_positions",  # no training step this epoch: too few finished positions yet
-    "eval/score",
+    "env_steps_per_s",
     "eval/return",
     "elo",
 )
+
+
+def _number(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    return str(v)
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> str:
+    """One epoch as a line a person reads: `Epoch 14/80: loss=2.185 ... | vs random W/D/L
+    100/0/0% | accuracy 92.3% (best move 71.8%) | 0:00:12 left`."""
+    parts = [f"Epoch {row['epoch']}/{total}:"]
+    parts += [f"{k.removeprefix('eval/')}={_number(row[k])}" for k in SHOWN if k in row]
+    if row.get("waiting_for_positions"):
+        parts.append("waiting for positions (no training step yet)")
+    opponents = [k[5:-4] for k in row if k.startswith("eval/") and k.endswith("/win")]
+    for name in opponents:
+        w, d, lost = (row.get(f"eval/{name}/{x}", 0.0) for x in ("win", "draw", "loss"))
+        parts.append(f"| vs {name} W/D/L {w:.0%}/{d:.0%}/{lost:.0%}")
+    if "eval/best/score" in row:
+        parts.append(f"| vs best {row['eval/best/score']:.2f}")
+    if "eval/accuracy/result" in row:
+        parts.append(
+            f"| accuracy {row['eval/accuracy/result']:.1%} "
+            f"(best move {row['eval/accuracy/best']:.1%})"
+        )
+    if seconds_left is not None:
+        parts.append(f"| {_clock(seconds_left)} left")
+    return " ".join(parts)
 
 
 def check_logging_extras(config: Any) -> None:
@@ -41,10 +80,6 @@ def check_logging_extras(config: Any) -> None:
                 raise MissingExtraError(setting, extra, module) from None
 
 
-def _fmt(v: Any) -> str:
-    return f"{v:.4f}" if isinstance(v, float) else str(v)
-
-
 class MetricsLogger:
     """Write each epoch's row to the run directory and show progress."""
 
@@ -61,6 +96,9 @@ class MetricsLogger:
         self.enabled = enabled
         self.run_dir = run_dir
         self.total = total_epochs
+        self.budget = float(getattr(config, "max_wall_seconds", 0.0) or 0.0)
+        self._first: tuple[int, float] | None = None  # (epoch, wall_seconds) of this process's
+        # first row: the rate since then estimates the time left
         self.progress_on = enabled and (sys.stdout.isatty() if progress is None else progress)
         self._progress: Any = None
         self._task: Any = None
@@ -103,10 +141,9 @@ class MetricsLogger:
                 TimeElapsedColumn(),
                 TextColumn("eta"),
                 TimeRemainingColumn(),
-                TextColumn("{task.fields[info]}"),
             )
             self._progress.start()
-            self._task = self._progress.add_task("train", total=self.total, info="")
+            self._task = self._progress.add_task("train", total=self.total)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -117,6 +154,13 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.finish()
 
+    def stopped(self, epoch: int) -> None:
+        """Say that a stop signal ended the run early, and how to go on."""
+        self.info(
+            f"stopped at epoch {epoch}/{self.total}; saved. Go on with: turbozero train --out "
+            f"{self.run_dir.path} --resume"
+        )
+
     def info(self, message: str) -> None:
         if not self.enabled:
             return
@@ -125,17 +169,31 @@ class MetricsLogger:
         else:
             print(message, flush=True)
 
+    def seconds_left(self, row: dict[str, Any]) -> float | None:
+        """Time to the last epoch at this process's pace, or to the wall-clock budget."""
+        epoch, wall = int(row["epoch"]), float(row.get("wall_seconds", 0.0))
+        if self._first is None:
+            self._first = (epoch, wall)
+            per_epoch = wall / epoch if epoch else None  # (the first row: its own pace)
+        else:
+            done = epoch - self._first[0]
+            per_epoch = (wall - self._first[1]) / done if done > 0 else None
+        if per_epoch is None:
+            return None
+        left = per_epoch * max(0, self.total - epoch)
+        if self.budget:
+            left = min(left, max(0.0, self.budget - wall))
+        return left
+
     def epoch(self, row: dict[str, Any]) -> None:
         if not self.enabled:
             return
         self.run_dir.append_metrics(row)
-        shown = {k: _fmt(row[k]) for k in SHOWN if k in row}
         if self._progress is not None:
-            info = "  ".join(f"{k}={v}" for k, v in shown.items())
-            self._progress.update(self._task, completed=row["epoch"], info=info)
-            self._progress.console.print(f"Epoch {row['epoch']}: {shown}")
+            self._progress.update(self._task, completed=row["epoch"])
+            self._progress.console.print(epoch_line(row, self.total, None))
         else:
-            print(f"Epoch {row['epoch']}: {shown}", flush=True)
+            print(epoch_line(row, self.total, self.seconds_left(row)), flush=True)
         step = int(row.get("env_steps", row["epoch"]))
         numeric = {k: v for k, v in row.items() if isinstance(v, int | float)}
         if self._tb is None and self._tb_writer is not None:

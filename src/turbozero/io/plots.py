@@ -1,7 +1,8 @@
-"""PNG plots of a run's `metrics.jsonl`: strength, losses, throughput, evaluation results."""
+"""PNG plots of a run's `metrics.jsonl`: strength (or returns), losses, throughput."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +107,61 @@ def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def plot_returns(rows: list[dict[str, Any]], path: Path) -> bool:
+    """An on-policy run's returns in one figure: the evaluation return as a line with its spread
+    over episodes as a band (and each seed's mean, thin, when there are several), beside the
+    return of the episodes that ended during training. False if the rows have neither."""
+    import matplotlib.pyplot as plt
+
+    evals = [r for r in rows if r.get("eval/return") is not None and "env_steps" in r]
+    trains = [
+        r
+        for r in rows
+        if isinstance(r.get("episode_return"), float)
+        and math.isfinite(r["episode_return"])  # NaN: no episode ended in that epoch
+        and "env_steps" in r
+    ]
+    if not evals and not trains:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+    if evals:
+        xs = [r["env_steps"] for r in evals]
+        mean = [float(r["eval/return"]) for r in evals]
+        std = [float(r.get("eval/return_std", 0.0)) for r in evals]
+        low = [
+            max(m - s, r.get("eval/return_min", m - s))
+            for m, s, r in zip(mean, std, evals, strict=True)
+        ]
+        high = [
+            min(m + s, r.get("eval/return_max", m + s))
+            for m, s, r in zip(mean, std, evals, strict=True)
+        ]
+        left.fill_between(xs, low, high, alpha=0.25, label="± one std over episodes")
+        seeds = [r.get("eval/return_per_seed") or [] for r in evals]
+        if len(seeds[-1]) > 1:
+            for i in range(len(seeds[-1])):
+                per = [(x, s[i]) for x, s in zip(xs, seeds, strict=True) if len(s) > i]
+                left.plot(*zip(*per, strict=True), lw=0.6, alpha=0.5, color="grey")
+        left.plot(xs, mean, marker="." if len(xs) < 30 else None, label="mean return")
+        left.legend(fontsize=8, loc="lower right")
+    left.set_title("evaluation (greedy policy)", fontsize=10)
+    if trains:
+        xs = [r["env_steps"] for r in trains]
+        right.plot(xs, [float(r["episode_return"]) for r in trains], color="tab:orange")
+    right.set_title("training episodes (sampled actions)", fontsize=10)
+    left.set_ylabel("episode return")
+    for ax in (left, right):
+        ax.set_xlabel("environment steps")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True
+
+
 def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write `strength.png` (AlphaZero runs), `losses.png`, `throughput.png` and, for runs
-    whose evaluation is not a strength measure (PPO), `evaluation.png`: what the rows hold."""
+    """Write what the rows hold: `strength.png` (AlphaZero) or `returns.png` (PPO), beside
+    `losses.png` and `throughput.png`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,12 +172,11 @@ def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     written = []
     groups = dict(GROUPS)
     is_alphazero = any("positions_per_s" in r for r in rows)
-    if is_alphazero and plot_strength(rows, out / "strength.png"):
-        written.append(out / "strength.png")
-    else:
-        groups["evaluation"] = tuple(
-            sorted({k for r in rows for k in r if k.startswith(("eval/", "elo"))})
-        )
+    if is_alphazero:
+        if plot_strength(rows, out / "strength.png"):
+            written.append(out / "strength.png")
+    elif plot_returns(rows, out / "returns.png"):
+        written.append(out / "returns.png")
     for name, keys in groups.items():
         present = [k for k in keys if any(k in r and r[k] is not None for r in rows)]
         if not present:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +32,7 @@ import jax
 import numpy as np
 
 from turbozero.arena.agents import runs_search
+from turbozero.envs.boards import board_cells, move_label, winning_line
 from turbozero.envs.core import Env
 from turbozero.search import compiler_options
 from turbozero.types import PyTree, StepMetadata
@@ -58,79 +57,6 @@ _STATIC_TYPES = {
 
 class IllegalMoveError(ValueError):
     """A request the game refuses (illegal or malformed move, nothing to undo); HTTP 400."""
-
-
-# --------------------------------------------------------------------------- board geometry
-
-
-def _grid(
-    rows: int, cols: int, *, origin: float, cell: float, column_actions: bool = False
-) -> list[tuple[int, float, float, float]]:
-    """Cell centres of a `rows` x `cols` grid of `cell`-sized squares drawn from `origin`."""
-    return [
-        (
-            col if column_actions else row * cols + col,
-            origin + (col + 0.5) * cell,
-            origin + (row + 0.5) * cell,
-            cell / 2,
-        )
-        for row in range(rows)
-        for col in range(cols)
-    ]
-
-
-def board_cells(env_name: str) -> list[tuple[int, float, float, float]] | None:
-    """Where each board action lies on pgx's drawing: ``[(action, x, y, radius), ...]``.
-
-    Coordinates are the SVG's user units (the drawing of `Env.render_svg` at scale 1). A click
-    within `radius` of a centre plays that action (Connect Four: any cell of a column plays the
-    column). None for games whose moves do not map to squares; actions not listed (pass, swap)
-    are offered as buttons.
-    """
-    if env_name == "tic_tac_toe":  # GRID_SIZE 60, drawn from (30, 30)
-        return _grid(3, 3, origin=30.0, cell=60.0)
-    if env_name == "connect_four":  # GRID_SIZE 35, 6 rows x 7 columns from (17.5, 17.5)
-        return _grid(6, 7, origin=17.5, cell=35.0, column_actions=True)
-    if env_name == "othello":  # GRID_SIZE 30, 8x8 from (15, 15); action 64 is pass
-        return _grid(8, 8, origin=15.0, cell=30.0)
-    m = re.fullmatch(r"go_(\d+)x\1", env_name)
-    if m:  # stones on intersections, 25 apart, the first at (25, 25); action N*N is pass
-        n = int(m.group(1))
-        return [
-            (r * n + c, 25.0 + 25.0 * c, 25.0 + 25.0 * r, 12.5) for r in range(n) for c in range(n)
-        ]
-    if env_name == "hex":  # 11x11 hexagons of side 15 in a rhombus from (60, 45); 121 is swap
-        n, side = 11, 15.0
-        return [
-            (
-                r * n + c,
-                60.0 + (c + r / 2) * side * math.sqrt(3),
-                45.0 + r * side * 1.5,
-                side * math.sqrt(3) / 2,
-            )
-            for r in range(n)
-            for c in range(n)
-        ]
-    return None
-
-
-def move_label(env_name: str, action: int) -> str:
-    """A short human name for `action` in `env_name` (columns a, b, ...; row 1 at the top)."""
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    if env_name == "tic_tac_toe":
-        return f"{letters[action % 3]}{action // 3 + 1}"
-    if env_name == "connect_four":
-        return f"column {action + 1}"
-    if env_name == "othello":
-        return "pass" if action == 64 else f"{letters[action % 8]}{action // 8 + 1}"
-    m = re.fullmatch(r"go_(\d+)x\1", env_name)
-    if m:
-        n = int(m.group(1))
-        go_letters = "ABCDEFGHJKLMNOPQRST"  # Go skips I; rows count up from the bottom
-        return "pass" if action == n * n else f"{go_letters[action % n]}{n - action // n}"
-    if env_name == "hex":
-        return "swap" if action == 121 else f"{letters[action % 11]}{action // 11 + 1}"
-    return f"action {action}"
 
 
 # --------------------------------------------------------------------------- the game
@@ -190,6 +116,7 @@ class Game:
         self._lock = threading.RLock()
         self._plies: list[Ply] = []
         self.human_player = 0
+        self._warm = False  # warm_up() has compiled the policy and the step
         self.new(human_first)
 
     # -- public, locked -------------------------------------------------------------------
@@ -266,6 +193,7 @@ class Game:
             legal = np.flatnonzero(ply.meta.action_mask)
             if legal.size and not self.over:
                 jax.block_until_ready(self._step(ply.state, int(legal[0]), jax.random.PRNGKey(0)))
+            self._warm = True
             return time.perf_counter() - start
 
     def snapshot(self) -> dict[str, Any]:
@@ -297,6 +225,8 @@ class Game:
                     if p.action is not None
                 ],
                 "last_move": ply.action,
+                "last_cell": self._last_cell(),
+                "winning_cells": self._winning_cells() if over else [],
                 "reply": replies[-1] if replies else None,
                 "can_undo": any(p.mover == "human" for p in self._plies),
                 "over": over,
@@ -304,6 +234,32 @@ class Game:
             }
 
     # -- reading the position (callers hold the lock or accept a racy read) ---------------
+
+    def _board(self, index: int) -> list[int] | None:
+        """Ply `index`'s board as row-major marks (-1 empty), for games that keep one."""
+        board = getattr(getattr(self._plies[index].state, "_x", None), "board", None)
+        return None if board is None else [int(v) for v in np.asarray(board).ravel()]
+
+    def _last_cell(self) -> list[float] | None:
+        """`[x, y, r]` of the cell the last move filled (for Connect Four, the disc's cell)."""
+        action = self._plies[-1].action
+        if action is None or self.cells is None:
+            return None
+        mine = [c for c in self.cells if c[0] == action]
+        if len(mine) == 1:
+            return list(mine[0][1:])
+        before, after = self._board(-2), self._board(-1)
+        if before is None or after is None or len(after) != len(self.cells):
+            return None
+        placed = [i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b == -1 != a]
+        return list(self.cells[placed[0]][1:]) if len(placed) == 1 else None
+
+    def _winning_cells(self) -> list[list[float]]:
+        """`[[x, y], ...]` of the line that won the game, where the game is won by one."""
+        board = self._board(-1)
+        if board is None or self.cells is None:
+            return []
+        return [list(self.cells[i][1:3]) for i in winning_line(self.env.name, board)]
 
     @property
     def over(self) -> bool:
@@ -356,6 +312,8 @@ class Game:
         for _ in range(MAX_AGENT_MOVES):
             if self.over or self.to_move != "agent":
                 return
+            if not self._warm:  # its compilation is not thinking time
+                self.warm_up()
             ply = self._plies[-1]
             start = time.perf_counter()
             batched = jax.tree_util.tree_map(lambda x: x[None], ply.state)
@@ -573,8 +531,8 @@ def serve(
 
     loaded = turbozero.load_agent(path, num_simulations, which=which)
     start = time.perf_counter()
-    game = Game(loaded, human_first=human_first)  # refuses games it cannot serve
     print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
+    game = Game(loaded, human_first=human_first)  # refuses games it cannot serve
     game.warm_up()
     seconds = time.perf_counter() - start
     server = make_server(game, port=port)

@@ -74,6 +74,9 @@ class PPOConfig(Config):
     # Checkpoints (orbax, in RUN/checkpoints; `train_ppo(..., resume=True)` continues exactly).
     checkpoint_every: int = 1  # save after every this many evaluations (and at the end)
     keep_checkpoints: int | None = 3  # newest checkpoints kept; None keeps all
+    # Logging (metrics.jsonl always).
+    tensorboard: bool = False  # also RUN/tensorboard events (the [tensorboard] extra)
+    wandb_project: str | None = None  # also log to W&B (the [wandb] extra)
 
     def validate(self) -> None:
         if not isinstance(self.env, str) or not self.env:
@@ -96,6 +99,12 @@ class PPOConfig(Config):
         check_range("checkpoint_every", self.checkpoint_every, low=1)
         if self.keep_checkpoints is not None:
             check_range("keep_checkpoints", self.keep_checkpoints, low=1)
+        if self.wandb_project is not None and (
+            not isinstance(self.wandb_project, str) or not self.wandb_project
+        ):
+            raise ConfigError(
+                f"wandb_project must be a non-empty name or None, got {self.wandb_project!r}"
+            )
         batch = self.num_envs * self.rollout_length
         if batch % self.num_minibatches:
             raise ConfigError(

@@ -38,7 +38,7 @@ import numpy as np
 
 from turbozero.config import get_preset
 from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.logger import MetricsLogger
+from turbozero.io.logger import MetricsLogger, check_logging_extras
 from turbozero.io.plots import plot_run
 from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
@@ -69,6 +69,10 @@ class CheckpointState(NamedTuple):
     best_obs_stats: obs_norm.RunningStats
     best_return: Array
     eval_key: PRNGKey
+
+
+#: settings a resumed PPO run may change (where it logs; its length spans the LR schedule)
+RESUME_MAY_CHANGE = ("tensorboard", "wandb_project")
 
 
 def seed_keys(config: PPOConfig) -> tuple[PRNGKey, Array]:
@@ -234,6 +238,7 @@ def _train_ppo(
             f"without the TURBOZERO_* variables; many hosts are for AlphaZero training"
         )
     ppo = make_ppo(cfg)  # before the run directory: a refused setting leaves nothing behind
+    check_logging_extras(cfg)
     # (a lower bound: the rollouts come on top, so a refused run could never fit)
     state_bytes = sum(
         int(np.prod(x.shape)) * x.dtype.itemsize
@@ -245,8 +250,8 @@ def _train_ppo(
         rd.create(resume=True)
         cleanup.enter_context(rd.lock())
         stored, saved_preset = read_run_config(rd)
-        if stored != cfg:
-            diff = stored.diff(cfg)
+        diff = {k: v for k, v in stored.diff(cfg).items() if k not in RESUME_MAY_CHANGE}
+        if diff:
             why = (
                 " (num_updates also spans the learning-rate schedule, so a PPO run's length "
                 "cannot change when it resumes: start a new run to train longer)"
@@ -258,6 +263,10 @@ def _train_ppo(
                 f"`turbozero train --out RUN --resume` starts from the run's own config.json"
             )
         preset = saved_preset or preset
+        if stored != cfg:  # the run directory records the loggers it now writes to
+            rd.write_json(
+                "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": cfg.to_dict()}
+            )
     else:
         rd.create()
         cleanup.enter_context(rd.lock())
@@ -368,6 +377,8 @@ def _train_ppo(
             rd.write_json("summary.json", summary(wall))
         if saved_epoch != epoch:  # stopped between an epoch and its (skipped) checkpoint
             save(epoch, wall)
+        if flag.stop and epoch < last_epoch:
+            log.stopped(epoch)
         out = summary(wall)
         if epoch == cfg.num_evals:
             eval_key, k = jax.random.split(ckpt.eval_key)

@@ -142,17 +142,36 @@ function drawBoard() {
   if (w > 0) $("board-panel").style.flexBasis = `${Math.round(Math.max(380, Math.min(640, w * 1.3)))}px`;
   svg.removeAttribute("width");
   svg.removeAttribute("height");
-  // Mark the last move (when it is one square) and keep a hover marker for legal squares.
-  const last = game.last_move === null ? null : cellOf(game.last_move);
-  if (last && last.length === 1) {
-    const [, x, y, r] = last[0];
-    svg.append(circle(x, y, r * 0.92, "none", "#e0452f", 2.5));
+  // Mark the last move: a dot on a Go stone, a square frame around other games' cells (a ring
+  // would read as a mark of its own, an O over an X). Then the winning line, if any.
+  if (game.last_cell) {
+    const [x, y, r] = game.last_cell;
+    if (game.env.startsWith("go_")) svg.append(circle(x, y, r * 0.3, "#e0452f", "none", 0));
+    else svg.append(square(x, y, r * 0.9, "#e0452f", 2.5));
+  }
+  const line = game.winning_cells || [];
+  if (line.length >= 2) {
+    const [x1, y1] = line[0];
+    const [x2, y2] = line[line.length - 1];
+    const stroke = document.createElementNS(SVG_NS, "line");
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke: "#e0452f", "stroke-width": 6,
+      "stroke-linecap": "round", opacity: 0.75, "pointer-events": "none" })) stroke.setAttribute(k, v);
+    stroke.id = "winning-line";
+    svg.append(stroke);
   }
   const hover = circle(0, 0, 1, "rgba(47, 111, 222, 0.25)", "none", 0);
   hover.id = "hover";
   hover.setAttribute("visibility", "hidden");
   hover.setAttribute("pointer-events", "none");
   svg.append(hover);
+}
+
+function square(x, y, half, stroke, width) {
+  const s = document.createElementNS(SVG_NS, "rect");
+  for (const [k, v] of Object.entries({ x: x - half, y: y - half, width: 2 * half, height: 2 * half,
+    rx: half * 0.15, fill: "none", stroke, "stroke-width": width, "pointer-events": "none" })) s.setAttribute(k, v);
+  s.id = "last-move";
+  return s;
 }
 
 function circle(x, y, r, fill, stroke, width) {

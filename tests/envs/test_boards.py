@@ -1,0 +1,35 @@
+"""Per-game board knowledge: move names and the line that won."""
+
+from __future__ import annotations
+
+from turbozero.envs.boards import board_cells, move_label, winning_line
+
+
+def test_moves_are_named_as_players_name_them():
+    assert [move_label("tic_tac_toe", a) for a in (0, 4, 8)] == ["a1", "b2", "c3"]
+    assert move_label("connect_four", 0) == "column 1"
+    assert move_label("othello", 64) == "pass" and move_label("othello", 9) == "b2"
+    assert move_label("go_9x9", 0) == "A9" and move_label("go_9x9", 81) == "pass"
+    assert move_label("hex", 121) == "swap"
+    assert move_label("some_game", 3) == "action 3"
+
+
+def test_winning_line_finds_rows_columns_and_diagonals():
+    e = -1
+    assert winning_line("tic_tac_toe", [0, 0, 0, 1, 1, e, e, e, e]) == [0, 1, 2]
+    assert winning_line("tic_tac_toe", [1, 0, e, 0, 1, e, 0, e, 1]) == [0, 4, 8]
+    assert winning_line("tic_tac_toe", [e, e, 1, 0, 1, e, 1, 0, 0]) == [2, 4, 6]
+    assert winning_line("tic_tac_toe", [0, 1, 0, 0, 1, 1, 1, 0, 0]) == []  # a draw
+    board = [e] * 42
+    for r, c in ((5, 0), (4, 1), (3, 2), (2, 3)):  # a rising diagonal of four
+        board[r * 7 + c] = 1
+    assert sorted(winning_line("connect_four", board)) == [17, 23, 29, 35]
+    board[17] = 0
+    assert winning_line("connect_four", board) == []
+    assert winning_line("othello", [0] * 64) == []  # not won by a line
+
+
+def test_connect_four_cells_are_row_major_like_its_board():
+    cells = board_cells("connect_four")
+    assert cells is not None and len(cells) == 42
+    assert [c[0] for c in cells[:8]] == [0, 1, 2, 3, 4, 5, 6, 0]  # a column's cells play it

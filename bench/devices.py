@@ -53,13 +53,15 @@ def main(argv: list[str] | None = None) -> None:
     import numpy as np
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import turbozero.alphazero.config  # noqa: F401  (registers the presets)
+    import turbozero
+    import turbozero.alphazero.config
     from common import emit, interleaved_best_times, machine
     from turbozero.alphazero import make_alphazero
     from turbozero.alphazero.sharding import Sharder
     from turbozero.config import get_preset
     from turbozero.search import compiler_options
 
+    turbozero.configure()  # before any JAX computation: XLA reads XLA_FLAGS once
     if len(jax.devices()) < args.devices:  # (an accelerator's count is what it is)
         print(
             f"# skipped: {len(jax.devices())} devices visible, {args.devices} asked",

@@ -25,6 +25,10 @@ Default (`make bench`): tic_tac_toe, 60 s per run, one seed. Run it alone: it us
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
+
 import argparse
 import sys
 import tempfile
@@ -34,7 +38,6 @@ from typing import Any
 import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import turbozero
 from common import emit, machine
 from turbozero.arena.accuracy import move_accuracy, positions_for
 from turbozero.config import get_preset

@@ -13,6 +13,10 @@ One JSON row each: `{"block", "shape", "ours_us", "peer_us", "ratio"}` (`ratio` 
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
+
 import argparse
 import sys
 from pathlib import Path

@@ -21,6 +21,10 @@ a difference of two timings and spreads more than either between runs.
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
+
 import argparse
 import sys
 from pathlib import Path

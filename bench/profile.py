@@ -12,6 +12,10 @@ Operations inside a `while` loop are listed on their own and inside the loop's o
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
+
 import argparse
 import collections
 import gzip

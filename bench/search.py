@@ -21,6 +21,10 @@ this budget divided by the cost per simulation at the smallest budget of the sam
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
+
 import argparse
 import sys
 from collections.abc import Callable

@@ -19,6 +19,10 @@ The games are first played for `k` steps so that the timed states are mid-game.
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
+
 import argparse
 import sys
 from pathlib import Path

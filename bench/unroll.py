@@ -21,6 +21,10 @@ One JSON row per cell and compared level count: `{"game", "batch", "simulations"
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
+
 import argparse
 import sys
 from pathlib import Path

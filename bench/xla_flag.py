@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import best_time, emit  # noqa: E402
+from common import best_time, emit
 
 OFF = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024"
 
@@ -37,7 +37,10 @@ def child(game: str, batch: int, sims: int, net: str, selector: str, repeats: in
     import numpy as np
 
     import search as bench_search
+    import turbozero
     from turbozero import envs
+
+    turbozero.configure()  # the option, unless this child's XLA_FLAGS chose otherwise
 
     env = envs.make(game)
     eval_fn, params = bench_search.make_net(net, env, jax.random.PRNGKey(0))

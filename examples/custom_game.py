@@ -6,6 +6,10 @@ small search play it, which finds the winning strategy (leave a multiple of 4).
 
 from __future__ import annotations
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation, and before pgx's import starts JAX
+
 import jax
 import jax.numpy as jnp
 

@@ -14,6 +14,10 @@ import os
 import sys
 from functools import partial
 
+import turbozero
+
+turbozero.configure()  # before any JAX computation; pgx's import starts JAX (docs/runs.md)
+
 import jax
 import optax
 import pgx

@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# (what XLA_FLAGS was before `import turbozero` added to it; see tests/test_xla_flags.py)
+# (what XLA_FLAGS was before `turbozero.configure()` added to it; see tests/test_xla_flags.py)
 os.environ.setdefault("TURBOZERO_SUITE_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+
+import turbozero
+
+turbozero.configure()  # as the CLI does, before any JAX computation (and pgx's import)
 
 import jax
 import pytest

@@ -182,6 +182,7 @@ TWO_HOSTS = textwrap.dedent(
     """
     import json, sys
     import turbozero
+    turbozero.configure()  # joins the processes named by the TURBOZERO_* variables
     import jax
     import numpy as np
     from tests.alphazero.test_selfplay_and_trainer import TINY

@@ -1,4 +1,5 @@
-"""`turbozero.xla_flags`: the small-loop option is added once, merged, never over the user's."""
+"""`turbozero.configure()` and `turbozero.xla_flags`: the small-loop option is added once, by an
+explicit call, merged, never over the user's; `import turbozero` changes nothing."""
 
 from __future__ import annotations
 
@@ -60,23 +61,71 @@ def test_the_suite_runs_with_the_option_as_users_do():
 
 SMALL_CALLS = """
 import turbozero, jax, jax.numpy as jnp
+{configure}
 loop = lambda x: jax.lax.while_loop(lambda c: c[0] < 9, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x))
 print(jax.jit(loop).lower(jnp.ones(3000)).compile().as_text().count("xla_cpu_small_call"))
 """
 
 
-@pytest.mark.parametrize(("flags", "hoisted"), [(None, True), (f"{SMALL_LOOP_OPTION}=0", False)])
-def test_import_turbozero_compiles_small_loops_whole_unless_the_user_says_otherwise(flags, hoisted):
+def _run(code: str, flags: str | None = None, **extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     if flags is not None:
-        env["XLA_FLAGS"] = f"--xla_backend_extra_options={flags}"
-    env["PYTHONPATH"] = pythonpath()
-    env["JAX_PLATFORMS"] = "cpu"
-    out = subprocess.run(
-        [sys.executable, "-c", SMALL_CALLS], env=env, capture_output=True, text=True
-    )
+        env["XLA_FLAGS"] = flags
+    env.update(PYTHONPATH=pythonpath(), JAX_PLATFORMS="cpu", **extra)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    ("flags", "configure", "hoisted"),
+    [
+        (None, "turbozero.configure()", True),
+        (f"--xla_backend_extra_options={SMALL_LOOP_OPTION}=0", "turbozero.configure()", False),
+        (None, "", False),  # imported, not configured: XLA's own bound
+    ],
+)
+def test_configure_compiles_small_loops_whole_unless_the_user_says_otherwise(
+    flags, configure, hoisted
+):
+    out = _run(SMALL_CALLS.format(configure=configure), flags)
     assert out.returncode == 0, out.stderr
     assert (int(out.stdout.split()[-1]) > 0) == hoisted
+
+
+def test_import_turbozero_leaves_the_environment_as_it_was():
+    code = (
+        "import os, json; before = dict(os.environ); import turbozero, turbozero.alphazero, "
+        "turbozero.ppo, turbozero.cli; print(json.dumps(dict(os.environ) == before))"
+    )
+    out = _run(code, "--xla_force_host_platform_device_count=1")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "true"
+
+
+def test_a_trainer_called_after_jax_started_says_so_once_in_one_line():
+    code = (
+        "import jax, jax.numpy as jnp; jnp.ones(2).block_until_ready()\n"
+        "from turbozero.runtime import configure_or_say_why\n"
+        "configure_or_say_why(); configure_or_say_why()\n"
+    )
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.startswith("turbozero:")]
+    assert len(lines) == 1 and "call turbozero.configure() before any JAX code" in lines[0]
+    chosen = _run(code, f"--xla_backend_extra_options={SMALL_LOOP_OPTION}=1024")
+    assert "turbozero:" not in chosen.stderr  # the user chose XLA's default: nothing to say
+
+
+def test_configure_refuses_to_join_processes_once_jax_has_started(monkeypatch):
+    import jax
+
+    from turbozero import distributed, runtime
+
+    jax.numpy.ones(1).block_until_ready()  # JAX has started
+    monkeypatch.setattr(runtime, "_CONFIGURED", False)
+    monkeypatch.setattr(distributed, "_INITIALIZED", False)
+    monkeypatch.setenv("TURBOZERO_COORDINATOR", "127.0.0.1:1")
+    with pytest.raises(RuntimeError, match="before any JAX code"):
+        runtime.configure()
 
 
 def test_the_search_walk_compiles_into_one_function_per_loop():

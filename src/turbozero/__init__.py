@@ -1,16 +1,15 @@
-"""turbozero: vectorized AlphaZero and Anakin-style PPO in JAX."""
+"""turbozero: vectorized AlphaZero and Anakin-style PPO in JAX.
 
-from turbozero import xla_flags
+`import turbozero` starts nothing: the environments (and pgx, whose import starts JAX) load when
+first used, so `turbozero.configure()` can still set up the process first.
+"""
 
-xla_flags.configure()  # must precede any JAX computation: XLA reads XLA_FLAGS once
+from __future__ import annotations
 
-from turbozero.distributed import maybe_initialize_distributed
+import importlib
+from typing import Any
 
-maybe_initialize_distributed()  # must precede any JAX computation (multi-host runs only)
-
-# ruff: noqa: E402
-
-from turbozero import envs
+from turbozero.runtime import configure
 from turbozero.types import EvalFn, StepMetadata
 
 __version__ = "0.1.0"
@@ -25,4 +24,10 @@ def load_agent(  # type: ignore[no-untyped-def]
     return _load(path, num_simulations, temperature, which=which, env=env, module=module)
 
 
-__all__ = ["EvalFn", "StepMetadata", "__version__", "envs", "load_agent"]
+def __getattr__(name: str) -> Any:
+    if name == "envs":  # (loaded on first use: see the module docstring)
+        return importlib.import_module("turbozero.envs")
+    raise AttributeError(f"module 'turbozero' has no attribute {name!r}")
+
+
+__all__ = ["EvalFn", "StepMetadata", "__version__", "configure", "envs", "load_agent"]

@@ -21,7 +21,6 @@ from turbozero.io.errors import (
     RunPathError,
     TooLargeError,
 )
-from turbozero.validate import is_digits
 
 #: errors of a disk that refuses writes: read-only, full, over quota
 DISK_ERRORS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
@@ -140,17 +139,8 @@ def _resumed_parts(run: str) -> tuple[dict[str, Any] | None, dict[str, str] | No
 
 
 def _opponent(spec: str, env, simulations: int | None):
-    from turbozero.arena import perfect_agent, random_agent, rollout_mcts_agent
+    from turbozero.arena.opponents import make_opponent, parse_opponent
 
-    if spec == "random":
-        return random_agent(env)
-    if spec == "perfect":
-        return perfect_agent(env)
-    if spec.startswith("mcts:"):
-        n = spec[5:]
-        if not is_digits(n) or int(n) < 1:
-            raise ConfigError(f"--vs mcts:N needs a positive simulation count, got {spec!r}")
-        return rollout_mcts_agent(env, num_simulations=int(n))
     if Path(spec).exists():
         import turbozero
 
@@ -158,7 +148,11 @@ def _opponent(spec: str, env, simulations: int | None):
         if other.env.name != env.name:
             raise ConfigError(f"{spec} plays {other.env.name!r}, not {env.name!r}")
         return other.agent
-    raise ConfigError(f"--vs must be random, perfect, mcts:N or a run directory, got {spec!r}")
+    try:
+        parse_opponent(spec, what="--vs")
+    except ValueError as err:
+        raise ConfigError(f"{err}, or a run directory") from None
+    return make_opponent(env, spec)
 
 
 MAX_EVAL_GAMES = 1 << 20  # games of one evaluation, played as one batch
@@ -565,6 +559,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_plot)
     args = parser.parse_args(argv)
     try:
+        import turbozero
+
+        turbozero.configure()  # before any JAX computation (a no-op once done)
         if args.command == "eval":
             with _exit_at_once_on_interrupt():
                 return int(args.fn(args))

@@ -1,8 +1,9 @@
 """Many hosts: `jax.distributed.initialize` from environment variables, before anything else.
 
 Set `TURBOZERO_COORDINATOR=host:port`, `TURBOZERO_NUM_PROCESSES` and `TURBOZERO_PROCESS_ID` (and,
-on CPU, `TURBOZERO_CPU_COLLECTIVES=gloo`) in every process; `import turbozero` then joins them
-before any JAX computation (JAX requires that order). See docs/distributed.md.
+on CPU, `TURBOZERO_CPU_COLLECTIVES=gloo`) in every process; `turbozero.configure()` (which the CLI
+and the trainers call) then joins them before any JAX computation (JAX requires that order). See
+docs/distributed.md.
 """
 
 from __future__ import annotations

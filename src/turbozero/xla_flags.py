@@ -23,13 +23,13 @@ docs/benchmarks.md), nor did PPO's update in a scratch run. The flag only reache
 XLA:CPU.
 
 It applies to every JAX program of the process, the user's included, and, since it is written to
-`os.environ`, to child processes. Why a flag in a library: there is no per-program form
-(`jax.jit(compiler_options=...)` does not take XLA's `xla_backend_extra_options`), and XLA reads
-`XLA_FLAGS` once, when JAX starts its backends. `import turbozero` therefore calls `configure()`,
-which appends the option to `XLA_FLAGS` unless JAX has already started (then nothing changes:
-import turbozero before running JAX code of your own), `XLA_FLAGS` names a flags file, or it
-already sets the option: `--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024`
-keeps XLA's default, `...=0` turns the pass off.
+`os.environ`, to child processes. There is no per-program form (`jax.jit(compiler_options=...)`
+does not take XLA's `xla_backend_extra_options`), and XLA reads `XLA_FLAGS` once, when JAX starts
+its backends, so `turbozero.configure()` (called by the CLI and the trainers, and first thing by
+library users) appends it to `XLA_FLAGS` unless JAX has already started, `XLA_FLAGS` names a flags
+file, or it already sets the option:
+`--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024` keeps XLA's default,
+`...=0` turns the pass off. `import turbozero` changes nothing.
 """
 
 from __future__ import annotations

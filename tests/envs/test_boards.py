@@ -33,3 +33,18 @@ def test_connect_four_cells_are_row_major_like_its_board():
     cells = board_cells("connect_four")
     assert cells is not None and len(cells) == 42
     assert [c[0] for c in cells[:8]] == [0, 1, 2, 3, 4, 5, 6, 0]  # a column's cells play it
+
+
+def test_one_entry_per_game_drives_augmentation_perfect_players_and_solvers():
+    from turbozero.alphazero.trainer import augmentations
+    from turbozero.arena.accuracy import SOLVED_GAMES
+    from turbozero.arena.perfect import PERFECT_GAMES
+    from turbozero.envs import GAMES, make
+    from turbozero.envs.boards import BOARDS
+
+    assert set(BOARDS) <= set(GAMES)
+    assert PERFECT_GAMES == {"tic_tac_toe": None, "connect_four": "solvers"}
+    assert SOLVED_GAMES == ("tic_tac_toe", "connect_four")
+    counts = {name: len(augmentations(make(name))) for name in ("tic_tac_toe", "connect_four")}
+    assert counts == {"tic_tac_toe": 7, "connect_four": 1}  # (the identity is not repeated)
+    assert augmentations(make("2048")) == []

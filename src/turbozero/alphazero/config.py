@@ -14,13 +14,8 @@ from turbozero.config import (
     register_preset,
 )
 from turbozero.search.search import MAX_NODES
-from turbozero.validate import is_digits
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
-OPPONENTS_HELP = (
-    "random | perfect (tic_tac_toe, connect_four) | mcts:N (rollout MCTS with N simulations, "
-    "N < 2**24) | best"
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,12 +175,11 @@ class AlphaZeroConfig(Config):
         check_range("checkpoint_every", self.checkpoint_every, low=1)
         if self.keep_checkpoints is not None:
             check_range("keep_checkpoints", self.keep_checkpoints, low=1)
+        from turbozero.arena.opponents import parse_opponent
+
         for opp in self.eval_opponents:
-            ok = opp in ("random", "perfect", "best") or (
-                opp.startswith("mcts:") and is_digits(opp[5:]) and 0 < int(opp[5:]) < MAX_NODES
-            )
-            if not ok:
-                raise ValueError(f"eval_opponents entry {opp!r} is not one of: {OPPONENTS_HELP}")
+            if opp != "best":  # (the best network so far: not a fixed opponent)
+                parse_opponent(opp, what="eval_opponents entry")
         from turbozero.arena.accuracy import SOLVED_GAMES
         from turbozero.arena.perfect import PERFECT_GAMES
 

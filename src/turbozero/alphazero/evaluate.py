@@ -21,12 +21,10 @@ from turbozero.arena import (
     EloPool,
     MatchResult,
     alphazero_agent,
-    perfect_agent,
     play_match,
-    random_agent,
-    rollout_mcts_agent,
 )
 from turbozero.arena.accuracy import move_accuracy, positions_for
+from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page
 from turbozero.types import Params, PRNGKey
 
@@ -46,14 +44,9 @@ class Evaluator:
         env = az.env
         self.sims = cfg.eval_simulations or cfg.search.num_simulations
         self._agent = self._make(None, "current")
-        self.opponents: dict[str, Agent] = {}
-        for opp in cfg.eval_opponents:
-            if opp == "random":
-                self.opponents[opp] = random_agent(env)
-            elif opp == "perfect":
-                self.opponents[opp] = perfect_agent(env)
-            elif opp.startswith("mcts:"):
-                self.opponents[opp] = rollout_mcts_agent(env, num_simulations=int(opp[5:]))
+        self.opponents: dict[str, Agent] = {
+            opp: make_opponent(env, opp) for opp in cfg.eval_opponents if opp != "best"
+        }
         self.positions = (
             positions_for(env.name, num_positions=cfg.eval_accuracy_positions)
             if cfg.eval_accuracy

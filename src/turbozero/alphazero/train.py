@@ -24,7 +24,7 @@ from jax.experimental import multihost_utils
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.evaluate import Evaluator
 from turbozero.alphazero.rebuild import record_parts
-from turbozero.alphazero.sharding import Sharder, maybe_initialize_distributed
+from turbozero.alphazero.sharding import Sharder
 from turbozero.alphazero.trainer import TrainState, make_alphazero
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger, check_logging_extras
@@ -33,6 +33,7 @@ from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
 from turbozero.nets import param_count
+from turbozero.runtime import configure_or_say_why
 from turbozero.search import compiler_options, tree_bytes
 from turbozero.validate import check_count, is_digits
 
@@ -328,7 +329,7 @@ def _train(
                 f"config's num_epochs"
             )
     check_logging_extras(config)  # (before anything is built or written)
-    maybe_initialize_distributed()
+    configure_or_say_why()  # joins a multi-host run; the CPU loop option if still possible
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     if jax.process_count() > 1 and run_dir is None:
         raise ValueError(

@@ -23,6 +23,7 @@ from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
 from turbozero.alphazero.sharding import AXIS
 from turbozero.config import ConfigError
+from turbozero.envs.boards import BOARDS
 from turbozero.envs.core import Env
 from turbozero.memory import make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
@@ -100,12 +101,13 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
 
 
 def augmentations(env: Env):
-    side = {"tic_tac_toe": 3, "go_9x9": 9, "go_19x19": 19, "othello": 8, "hex": 0}.get(env.name)
-    if env.name == "connect_four":
-        return [horizontal_flip(7)]
-    if side:
-        return square_symmetries(side)
-    return []
+    """The board symmetries `env` is known to have (`turbozero.envs.boards.BOARDS`), as
+    augmentation functions; none for other games."""
+    board = BOARDS.get(env.name)
+    if board is None or board.symmetry is None:
+        return []
+    kind, size = board.symmetry
+    return square_symmetries(size) if kind == "square" else [horizontal_flip(size)]
 
 
 def value_target(outcome: Array, root_value: Array, root_value_weight: float) -> Array:

@@ -32,12 +32,13 @@ import numpy as np
 
 from turbozero.arena.agents import Agent, PolicyFn, runs_search
 from turbozero.arena.connect_four import ILLEGAL_SCORE
+from turbozero.envs.boards import BOARDS
 from turbozero.envs.core import Env
 from turbozero.search import compiler_options
 from turbozero.types import Array, Params, PRNGKey
 
 #: games with a labelled position set
-SOLVED_GAMES = ("tic_tac_toe", "connect_four")
+SOLVED_GAMES = tuple(name for name, board in BOARDS.items() if board.solved)
 CACHE_VERSION = 1
 
 

@@ -28,6 +28,7 @@ from turbozero.arena.agents import (
     make_agent,
     uniform_over_best,
 )
+from turbozero.envs.boards import BOARDS
 from turbozero.envs.core import Env
 from turbozero.types import Array, Params, PRNGKey, PyTree
 
@@ -116,8 +117,10 @@ def perfect_tic_tac_toe_agent(env: Env, *, name: str = "perfect") -> Agent:
     return make_agent(PerfectPolicy(env), jnp.asarray(solve_tic_tac_toe()), name=name)
 
 
-#: games with a perfect player, and the extra each needs (None: none)
-PERFECT_GAMES: dict[str, str | None] = {"tic_tac_toe": None, "connect_four": "solvers"}
+#: games with a perfect player, and the extra each needs (None: none), from `envs.boards`
+PERFECT_GAMES: dict[str, str | None] = {
+    name: board.solver_extra for name, board in BOARDS.items() if board.perfect
+}
 
 
 def perfect_agent(env: Env, *, name: str = "perfect") -> Agent:

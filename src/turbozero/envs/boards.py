@@ -1,14 +1,18 @@
-"""How each built-in board game is drawn and how its moves are named: one place per game.
+"""What turbozero knows of each built-in game beyond its rules, one entry per game (`BOARDS`):
+how it is drawn and its moves named, its winning lines, its symmetries, and whether it has a
+perfect player and solver-labelled positions.
 
-Plain data and functions (no JAX, nothing else of turbozero): the play page maps clicks to moves
-with `board_cells`, and the game records, the play page and the CLI name moves with `move_label`.
-Coordinates are pgx's SVG user units (`Env.render_svg` at scale 1).
+Plain data and functions (no JAX, nothing else of turbozero), read by the play page (clicks to
+moves), the game records and the CLI (move names), the trainer (augmentations) and the arena
+(perfect players, move accuracy). Coordinates are pgx's SVG user units (`Env.render_svg` at
+scale 1).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import re
+from collections.abc import Callable
 
 #: one clickable cell: (action, x, y, radius)
 Cell = tuple[int, float, float, float]
@@ -33,9 +37,93 @@ def _grid(
     ]
 
 
-def _go_size(env_name: str) -> int | None:
-    m = re.fullmatch(r"go_(\d+)x\1", env_name)
-    return int(m.group(1)) if m else None
+def _go_cells(n: int) -> list[Cell]:
+    """Stones on intersections, 25 apart, the first at (25, 25); action N*N is pass."""
+    return [(r * n + c, 25.0 + 25.0 * c, 25.0 + 25.0 * r, 12.5) for r in range(n) for c in range(n)]
+
+
+def _hex_cells(n: int = 11, side: float = 15.0) -> list[Cell]:
+    """Hexagons of side 15 in a rhombus from (60, 45); action 121 is swap."""
+    return [
+        (
+            r * n + c,
+            60.0 + (c + r / 2) * side * math.sqrt(3),
+            45.0 + r * side * 1.5,
+            side * math.sqrt(3) / 2,
+        )
+        for r in range(n)
+        for c in range(n)
+    ]
+
+
+def _square_label(cols: int, special: dict[int, str] | None = None) -> Callable[[int], str]:
+    def label(action: int) -> str:
+        if special and action in special:
+            return special[action]
+        return f"{_LETTERS[action % cols]}{action // cols + 1}"
+
+    return label
+
+
+def _go_label(n: int) -> Callable[[int], str]:
+    def label(action: int) -> str:
+        return "pass" if action == n * n else f"{_GO_LETTERS[action % n]}{n - action // n}"
+
+    return label
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    """What turbozero knows of one built-in game beyond its rules.
+
+    Attributes:
+        cells: where each action lies on pgx's drawing (None: moves are not squares).
+        label: a short human name of an action.
+        line: `(rows, columns, k)` for games won by k marks in a row (the winning line drawn).
+        symmetry: `("square", side)` (the 8 symmetries of a square board) or
+            `("horizontal", width)` (a mirror image), for augmentation; None: none used.
+        perfect: whether the arena has a perfect player (`turbozero.arena.perfect_agent`).
+        solver_extra: the pip extra that player needs (None: none).
+        solved: whether solver-labelled positions exist (`turbozero.arena.accuracy`).
+    """
+
+    cells: Callable[[], list[Cell]] | None
+    label: Callable[[int], str]
+    line: tuple[int, int, int] | None = None
+    symmetry: tuple[str, int] | None = None
+    perfect: bool = False
+    solver_extra: str | None = None
+    solved: bool = False
+
+
+#: one entry per built-in game that has more than its rules here; adding a game is one entry
+BOARDS: dict[str, Board] = {
+    "tic_tac_toe": Board(  # GRID_SIZE 60, drawn from (30, 30)
+        cells=lambda: _grid(3, 3, origin=30.0, cell=60.0),
+        label=_square_label(3),
+        line=(3, 3, 3),
+        symmetry=("square", 3),
+        perfect=True,
+        solved=True,
+    ),
+    "connect_four": Board(  # GRID_SIZE 35, 6 rows x 7 columns from (17.5, 17.5)
+        cells=lambda: _grid(6, 7, origin=17.5, cell=35.0, column_actions=True),
+        label=lambda action: f"column {action + 1}",
+        line=(6, 7, 4),
+        symmetry=("horizontal", 7),
+        perfect=True,
+        solver_extra="solvers",
+        solved=True,
+    ),
+    "othello": Board(  # GRID_SIZE 30, 8x8 from (15, 15); action 64 is pass
+        cells=lambda: _grid(8, 8, origin=15.0, cell=30.0),
+        label=_square_label(8, {64: "pass"}),
+        symmetry=("square", 8),
+    ),
+    "go_9x9": Board(cells=lambda: _go_cells(9), label=_go_label(9), symmetry=("square", 9)),
+    "go_19x19": Board(cells=lambda: _go_cells(19), label=_go_label(19), symmetry=("square", 19)),
+    "hex": Board(cells=_hex_cells, label=_square_label(11, {121: "swap"})),
+}
 
 
 def board_cells(env_name: str) -> list[Cell] | None:
@@ -45,57 +133,22 @@ def board_cells(env_name: str) -> list[Cell] | None:
     plays the column). None for games whose moves do not map to squares; actions not listed
     (pass, swap) are offered as buttons.
     """
-    if env_name == "tic_tac_toe":  # GRID_SIZE 60, drawn from (30, 30)
-        return _grid(3, 3, origin=30.0, cell=60.0)
-    if env_name == "connect_four":  # GRID_SIZE 35, 6 rows x 7 columns from (17.5, 17.5)
-        return _grid(6, 7, origin=17.5, cell=35.0, column_actions=True)
-    if env_name == "othello":  # GRID_SIZE 30, 8x8 from (15, 15); action 64 is pass
-        return _grid(8, 8, origin=15.0, cell=30.0)
-    n = _go_size(env_name)
-    if n is not None:  # stones on intersections, 25 apart, the first at (25, 25); N*N is pass
-        return [
-            (r * n + c, 25.0 + 25.0 * c, 25.0 + 25.0 * r, 12.5) for r in range(n) for c in range(n)
-        ]
-    if env_name == "hex":  # 11x11 hexagons of side 15 in a rhombus from (60, 45); 121 is swap
-        n, side = 11, 15.0
-        return [
-            (
-                r * n + c,
-                60.0 + (c + r / 2) * side * math.sqrt(3),
-                45.0 + r * side * 1.5,
-                side * math.sqrt(3) / 2,
-            )
-            for r in range(n)
-            for c in range(n)
-        ]
-    return None
+    board = BOARDS.get(env_name)
+    return None if board is None or board.cells is None else board.cells()
 
 
 def move_label(env_name: str, action: int) -> str:
     """A short human name for `action` in `env_name` (columns a, b, ...; row 1 at the top)."""
-    if env_name == "tic_tac_toe":
-        return f"{_LETTERS[action % 3]}{action // 3 + 1}"
-    if env_name == "connect_four":
-        return f"column {action + 1}"
-    if env_name == "othello":
-        return "pass" if action == 64 else f"{_LETTERS[action % 8]}{action // 8 + 1}"
-    n = _go_size(env_name)
-    if n is not None:
-        return "pass" if action == n * n else f"{_GO_LETTERS[action % n]}{n - action // n}"
-    if env_name == "hex":
-        return "swap" if action == 121 else f"{_LETTERS[action % 11]}{action // 11 + 1}"
-    return f"action {action}"
-
-
-#: games won by a row of marks: (rows, columns, marks in a row); boards are row-major, -1 empty
-_LINE_GAMES = {"tic_tac_toe": (3, 3, 3), "connect_four": (6, 7, 4)}
+    board = BOARDS.get(env_name)
+    return f"action {action}" if board is None else board.label(action)
 
 
 def winning_line(env_name: str, board: list[int]) -> list[int]:
     """The cells (row-major indices, as in `board_cells`) of a line that won, or [] if none."""
-    if env_name not in _LINE_GAMES:
+    info = BOARDS.get(env_name)
+    if info is None or info.line is None:
         return []
-    rows, cols, k = _LINE_GAMES[env_name]
+    rows, cols, k = info.line
     for r in range(rows):
         for c in range(cols):
             mark = board[r * cols + c]

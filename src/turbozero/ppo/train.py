@@ -47,6 +47,7 @@ from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, LearnerState, absolute_evaluate, make_ppo
 from turbozero.ppo.networks import ActorCriticParams
+from turbozero.runtime import configure_or_say_why
 from turbozero.types import Array, PRNGKey
 from turbozero.validate import check_count
 
@@ -231,6 +232,7 @@ def _train_ppo(
     cfg = config
     if num_evals is not None:
         num_evals = check_count("num_evals", num_evals, low=1)
+    configure_or_say_why()
     if jax.process_count() > 1:
         raise ValueError(
             f"PPO training runs in one process (its seeds vmapped on one device), "

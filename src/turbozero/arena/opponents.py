@@ -1,0 +1,55 @@
+"""Fixed opponents by name, parsed in one place (the config's `eval_opponents`, the evaluator,
+`turbozero eval --vs`): `random`, `perfect` (the games of `PERFECT_GAMES`) and `mcts:N` (rollout
+MCTS with N simulations)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from turbozero.arena.agents import Agent, random_agent
+from turbozero.envs.core import Env
+from turbozero.validate import is_digits
+
+#: the largest rollout-MCTS simulation count (its tree holds N + 1 nodes)
+MAX_MCTS_SIMULATIONS = (1 << 24) - 1
+HELP = (
+    "random | perfect (tic_tac_toe, connect_four) | mcts:N (rollout MCTS with N simulations, "
+    f"N in [1, {MAX_MCTS_SIMULATIONS}])"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Opponent:
+    """A parsed opponent name: `kind` is "random", "perfect" or "mcts" (with `simulations`)."""
+
+    kind: str
+    simulations: int = 0
+
+
+def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
+    """The opponent `name` names.
+
+    Raises:
+        ValueError: `name` is none of `HELP`'s forms (the message starts with `what`).
+    """
+    if name in ("random", "perfect"):
+        return Opponent(name)
+    if isinstance(name, str) and name.startswith("mcts:"):
+        n = name[5:]
+        if is_digits(n) and 1 <= int(n) <= MAX_MCTS_SIMULATIONS:
+            return Opponent("mcts", int(n))
+    raise ValueError(f"{what} {name!r} is not one of: {HELP}")
+
+
+def make_opponent(env: Env, name: str) -> Agent:
+    """The agent `name` names, for `env` (a ValueError if it has no such player)."""
+    opponent = parse_opponent(name)
+    if opponent.kind == "random":
+        return random_agent(env)
+    if opponent.kind == "perfect":
+        from turbozero.arena.perfect import perfect_agent
+
+        return perfect_agent(env)
+    from turbozero.arena.search_agents import rollout_mcts_agent
+
+    return rollout_mcts_agent(env, num_simulations=opponent.simulations)

@@ -181,10 +181,10 @@ def game_html(env: Env, result: MatchResult, game: int) -> str:
     buttons = "".join(
         f"<button class='{c}' title='{t}'>{s}</button>"
         for c, t, s in (
-            ("first", "start", "&#x23EE;"),
+            ("first", "start", "&laquo;"),
             ("prev", "back one move", "&#x25C0;"),
             ("next", "forward one move", "&#x25B6;"),
-            ("last", "end", "&#x23ED;"),
+            ("last", "end", "&raquo;"),
         )
     )
     return (

@@ -8,19 +8,8 @@ touches fewer bytes than `xla_cpu_small_while_loop_byte_threshold`, 1 KiB by def
 walk down a batch of trees touches more than that. `configure()` raises the bound (to 1e9 bytes,
 in effect no bound) so that those loops are compiled whole.
 
-Measured on the 2-core CPU with `bench/xla_flag.py` (our search alone, the flag on and off in
-alternating processes, two rounds, best of 15 calls each; 32 simulations, tiny network unless
-said), on/off: othello at batch 64 `muzero_puct` 1.31x, `gumbel` 1.14x, `gumbel` with the 2x16
-ResNet 1.04x; connect_four at batch 64 `muzero_puct` 1.12x, `gumbel` 1.00x; at batch 256 `puct`
-1.10x, `muzero_puct` 0.98x; at batch 1024 `puct` 0.99x, `muzero_puct` 1.07x. The outputs
-(actions, weights, depths) were the same each time. Once a float reduction's input has 4096
-elements or more, XLA turns it into a library (YNNPACK) fusion, which keeps the loop around it
-as it was (on othello, 65 actions, the full-batch part of the walk from batch 64 on; its
-quarter-batch tail is still compiled whole; in scratch runs, forcing those loops whole made the
-search slower, at batch 256 and at 64: docs/benchmarks.md). Othello self-play (shallow `puct`
-walks) did not move beyond this machine's spread (`bench/selfplay.py` with and without the flag,
-docs/benchmarks.md), nor did PPO's update in a scratch run. The flag only reaches
-XLA:CPU.
+It makes the search's walk faster on the CPU where that walk is dispatch-bound (figures, and
+where it does not help, in docs/benchmarks.md, "bench/xla_flag.py"); it only reaches XLA:CPU.
 
 It applies to every JAX program of the process, the user's included, and, since it is written to
 `os.environ`, to child processes. There is no per-program form (`jax.jit(compiler_options=...)`

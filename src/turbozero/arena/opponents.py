@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 from turbozero.arena.agents import Agent, random_agent
+from turbozero.arena.perfect import PERFECT_GAMES, perfect_agent
 from turbozero.envs.core import Env
 from turbozero.validate import is_digits
 
 #: the largest rollout-MCTS simulation count (its tree holds N + 1 nodes)
 MAX_MCTS_SIMULATIONS = (1 << 24) - 1
 HELP = (
-    "random | perfect (tic_tac_toe, connect_four) | mcts:N (rollout MCTS with N simulations, "
+    f"random | perfect ({', '.join(PERFECT_GAMES)}) | mcts:N (rollout MCTS with N simulations, "
     f"N in [1, {MAX_MCTS_SIMULATIONS}])"
 )
 
@@ -47,8 +48,6 @@ def make_opponent(env: Env, name: str) -> Agent:
     if opponent.kind == "random":
         return random_agent(env)
     if opponent.kind == "perfect":
-        from turbozero.arena.perfect import perfect_agent
-
         return perfect_agent(env)
     from turbozero.arena.search_agents import rollout_mcts_agent
 

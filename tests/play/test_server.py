@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
@@ -49,18 +50,27 @@ def tiny_run(tmp_path_factory):
     return run
 
 
+@contextlib.contextmanager
+def running(game: Game, **kwargs):
+    """The URL of a server for `game` (`make_server(game, port=0, **kwargs)`), in a thread."""
+    server = make_server(game, port=0, **kwargs)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield url_of(server)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 @pytest.fixture(scope="module")
 def served(tiny_run):
     """`(url, game)`: a server for one game against the tiny run's agent, in a thread."""
     game = Game(turbozero.load_agent(tiny_run), human_first=True, seed=0)
     game.warm_up()
-    server = make_server(game, port=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield url_of(server), game
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with running(game) as url:
+        yield url, game
 
 
 def request(url: str, path: str, body=None) -> tuple[int, dict]:
@@ -419,45 +429,73 @@ def test_every_route_checks_the_host_asked_for(served):
     url, _ = served
     port = url.rstrip("/").rsplit(":", 1)[1]
     for path in ("/api/state", "/", "/app.js"):
-        answer = _raw(url, f"GET {path} HTTP/1.1\r\nHost: evil.example:{port}\r\n\r\n".encode())
-        assert answer.startswith(b"HTTP/1.0 403"), answer[:80]
+        head = f"GET {path} HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n"
+        answer = _raw(url, head.encode(), shut_write=False)
+        assert answer.startswith(b"HTTP/1.1 403"), answer[:80]
         assert b'"history"' not in answer
-    answer = _raw(url, f"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
-    assert answer.startswith(b"HTTP/1.0 200")
+    head = f"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    assert _raw(url, head.encode(), shut_write=False).startswith(b"HTTP/1.1 200")
 
 
 def test_a_body_shorter_than_its_content_length_is_400_and_applies_nothing(served):
-    url, _ = served
-    state = new_game(url)
-    port = url.rstrip("/").rsplit(":", 1)[1]
-    body = b'{"action": 4}'
-    head = f"POST /api/move HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 40\r\n\r\n"
-    answer = _raw(url, head.encode() + body)  # then the client stops sending
-    assert answer.startswith(b"HTTP/1.0 400") and b"shorter than its Content-Length" in answer
-    assert request(url, "/api/state")[1]["history"] == state["history"]
+    _, game = served
+    with running(game, read_timeout=0.5) as url:
+        state = new_game(url)
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        body = b'{"action": 4}'
+        head = f"POST /api/move HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 40\r\n\r\n"
+        answer = _raw(url, head.encode() + body, shut_write=False)  # then the client stops sending
+        assert answer.startswith(b"HTTP/1.1 400") and b"shorter than its Content-Length" in answer
+        assert b"(13 of 40 bytes)" in answer
+        assert request(url, "/api/state")[1]["history"] == state["history"]
+        # a client that closes its side mid-body has left: dropped without an answer
+        assert _raw(url, head.encode() + body) == b""
+        assert request(url, "/api/state")[1]["history"] == state["history"]
 
 
-def test_a_stalled_connection_is_dropped_and_says_nothing(served, monkeypatch, capfd):
+def test_a_stalled_connection_is_dropped_and_says_nothing(served, capfd):
     import time
 
-    from turbozero.play import server as play_server
-
-    monkeypatch.setattr(play_server, "READ_TIMEOUT_SECONDS", 0.5)
     _, game = served
-    server = make_server(game, port=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = url_of(server)
+    with running(game, read_timeout=0.5) as url:
         start = time.perf_counter()
         assert _raw(url, b"GET /api/st", shut_write=False, timeout=30) == b""  # closed on us
         assert time.perf_counter() - start < 10
         port = url.rstrip("/").rsplit(":", 1)[1]
         head = f"POST /api/new HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 30\r\n\r\n"
         answer = _raw(url, head.encode() + b"{", shut_write=False)  # a body that never comes
-        assert answer.startswith(b"HTTP/1.0 400")
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        assert answer.startswith(b"HTTP/1.1 400")
     assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_play_command_without_a_traceback(tiny_run):
+    """`turbozero play` serves until Ctrl-C, then exits 0 and prints nothing more, also with a
+    browser's idle connection open (uvicorn closes it and hands the interrupt back to `serve`)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.subprocesses import pythonpath
+
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
+    cmd = [sys.executable, "-m", "turbozero.cli", "play", str(tiny_run), "--no-browser"]
+    proc = subprocess.Popen(
+        [*cmd, "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        found = re.search(r"ready in .*: (http://\S+)", lines[-1])
+        assert found, lines
+        url = found.group(1)
+        assert request(url, "/api/state")[0] == 200
+        host, port = url.split("//", 1)[1].rstrip("/").split(":")
+        with socket.create_connection((host, int(port)), timeout=30):
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out == "" and "Traceback" not in err, (out, err)

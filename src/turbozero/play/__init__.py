@@ -1,15 +1,20 @@
 """A web page to play against a trained agent (`turbozero play RUN_DIR`).
 
-Sits on top of the library, like the CLI: nothing in the library imports it.
+`session` keeps the game (position, moves, the agent's replies); `server` serves it to the
+browser. Sits on top of the library, like the CLI: nothing in the library imports it.
 """
 
-from turbozero.play.server import (
-    Game,
-    IllegalMoveError,
-    board_cells,
-    make_server,
-    move_label,
-    serve,
-)
+from turbozero.envs.boards import board_cells, move_label
+from turbozero.play.server import make_app, make_server, serve, url_of
+from turbozero.play.session import Game, IllegalMoveError
 
-__all__ = ["Game", "IllegalMoveError", "board_cells", "make_server", "move_label", "serve"]
+__all__ = [
+    "Game",
+    "IllegalMoveError",
+    "board_cells",
+    "make_app",
+    "make_server",
+    "move_label",
+    "serve",
+    "url_of",
+]

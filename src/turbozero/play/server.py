@@ -1,12 +1,12 @@
-"""Play against a trained agent in the browser: one game, kept by a standard-library HTTP server.
+"""Play against a trained agent in the browser: one `Game`, served by Starlette on uvicorn.
 
 The server binds to 127.0.0.1 only and serves the page from the package (no CDN, no network).
-Every move the browser sends is checked against the legal mask of the position the server holds.
+Every move the browser sends is checked by the `Game` against the legal mask of its position.
 
 JSON API (every answer is the game's snapshot, see `Game.snapshot`; errors are
 ``{"error": "..."}`` with status 400, 404 for an unknown path, 405 for a GET of a POST route,
-403 for a POST from a page of another origin (browsers name it; a website the user visits must
-not play here), or 500 when the agent fails):
+403 for a foreign Host or a POST from a page of another origin (browsers name it; a website the
+user visits must not play here), or 500 when the agent fails):
 
     GET  /api/state                      the game now
     POST /api/move  {"action": int}      the human's move, then the agent's reply
@@ -18,501 +18,383 @@ The page itself is `GET /` (`static/index.html`, `static/app.js`, `static/style.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
+import socket
+import sys
 import threading
 import time
-from collections.abc import Callable
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import Any
 
-import jax
-import numpy as np
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from turbozero.arena.agents import runs_search
-from turbozero.envs.boards import board_cells, move_label, winning_line
-from turbozero.envs.core import Env
-from turbozero.search import compiler_options
-from turbozero.types import PyTree, StepMetadata
+from turbozero.play.session import Game, IllegalMoveError
 from turbozero.validate import is_digits
 
 HOST = "127.0.0.1"
-TOP_MOVES = 5
 MAX_BODY_BYTES = 4096
-#: seconds a connection may stay silent (a stalled client is dropped, its request not applied)
+#: seconds a client may take to send its request body, or stay silent within its request head
+#: (a stalled client is dropped, its request not applied)
 READ_TIMEOUT_SECONDS = 10.0
-#: a client that went away: nothing to report
-DISCONNECTED = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
-POST_ROUTES = ("/api/move", "/api/undo", "/api/new")
-MAX_AGENT_MOVES = 10_000  # agent moves in a row before we call the game broken
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 _STATIC_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
 }
+_NO_STORE = {"Cache-Control": "no-store"}
 
 
-class IllegalMoveError(ValueError):
-    """A request the game refuses (illegal or malformed move, nothing to undo); HTTP 400."""
+class BadBodyError(ValueError):
+    """A request body the API refuses; `close` when the connection cannot be trusted after it
+    (over the size limit, or cut short)."""
+
+    def __init__(self, message: str, *, close: bool = False) -> None:
+        super().__init__(message)
+        self.close = close
 
 
-# --------------------------------------------------------------------------- the game
+# --------------------------------------------------------------------------- the app
 
 
-class Ply(NamedTuple):
-    """One position of the game and how it was reached."""
+def make_app(game: Game, *, read_timeout: float = READ_TIMEOUT_SECONDS) -> Starlette:
+    """The page and its JSON API for `game` (see the module docstring), as a Starlette app.
 
-    state: PyTree  # the environment state (on device)
-    meta: StepMetadata  # its metadata, as host numpy arrays
-    action: int | None  # the move that led here; None at the start
-    mover: str | None  # "human" or "agent"; None at the start
-    reply: dict[str, Any] | None  # the agent's analysis when mover == "agent"
-
-
-def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    """`(fn, args)`: `fn(*args, states [1, ...], key) -> AgentOutput`, one `jax.jit` function.
-
-    The agent (a pytree) is an argument rather than a constant, so its parameters are not baked
-    into the program.
+    The game's JAX work runs in Starlette's thread pool (the `Game` holds its own lock), so a
+    slow agent does not stall the event loop; a body not received within `read_timeout`
+    seconds is refused.
     """
-    agent = getattr(loaded, "agent", None)
-    if agent is not None and hasattr(agent, "policy_fn"):
-        policy = jax.jit(
-            lambda agent, states, key: agent.policy(states, key),
-            compiler_options=compiler_options() if runs_search(agent.policy_fn) else None,
-        )
-        return policy, (agent,)
-    return jax.jit(loaded.policy), ()
+    static = _static_files()
 
+    async def page(request: Request) -> Response:
+        name = request.path_params.get("name", "index.html")
+        if name not in static:
+            raise HTTPException(404)
+        body, content_type = static[name]
+        return Response(body, headers=_NO_STORE, media_type=content_type)
 
-class Game:
-    """One game between a human and `loaded` (a `turbozero.load_agent` result), with history.
+    async def state(request: Request) -> Response:
+        return await _answer(game.snapshot)
 
-    Thread-safe: every public method holds the game's lock. `human_first` says who moves first
-    in new games; `seed` fixes the keys given to `init`, `step` and the agent.
-    """
+    async def move(request: Request) -> Response:
+        return await _post(request, read_timeout, lambda body: game.move(_action(body)))
 
-    def __init__(self, loaded: Any, *, human_first: bool = True, seed: int = 0) -> None:
-        env: Env = loaded.env
-        if env.num_players != 2:
-            raise ValueError(
-                f"play needs a two-player game; {env.name!r} has {env.num_players} player(s)"
-            )
-        if env.continuous:
-            raise ValueError(f"play needs discrete actions; {env.name!r} has continuous ones")
-        self.env = env
-        inner = getattr(loaded, "agent", None)
-        self.agent_name = str(getattr(loaded, "name", None) or getattr(inner, "name", "agent"))
-        self.human_first = bool(human_first)
-        self.cells = board_cells(env.name)
-        # Compiled once for a batch of one; `compiled_policy._cache_size()` counts compilations.
-        self.compiled_policy, self._policy_args = _compiled_policy(loaded)
-        self._init = jax.jit(env.init)
-        self._step = jax.jit(env.step)
-        self._key = jax.random.PRNGKey(seed)
-        self._lock = threading.RLock()
-        self._plies: list[Ply] = []
-        self.human_player = 0
-        self._warm = False  # warm_up() has compiled the policy and the step
-        self.new(human_first)
+    async def undo(request: Request) -> Response:
+        return await _post(request, read_timeout, lambda body: game.undo())
 
-    # -- public, locked -------------------------------------------------------------------
+    async def new(request: Request) -> Response:
+        return await _post(request, read_timeout, lambda body: game.new(_human_first(body)))
 
-    def new(self, human_first: bool | None = None) -> dict[str, Any]:
-        """Start a new game (the agent moves at once if it goes first); the snapshot."""
-        with self._lock:
-            before = (self.human_first, self.human_player, self._plies)
-            if human_first is not None:
-                self.human_first = bool(human_first)
-            state, meta = self._init(self._next_key())
-            meta = jax.device_get(meta)
-            first = int(meta.cur_player_id)
-            self.human_player = first if self.human_first else 1 - first
-            self._plies = [Ply(state, meta, None, None, None)]
-            try:
-                self._agent_replies()
-            except Exception:
-                # the agent failed to open the new game: the game before it stays as it was
-                self.human_first, self.human_player, self._plies = before
-                raise
-            return self.snapshot()
-
-    def move(self, action: Any) -> dict[str, Any]:
-        """Play the human's `action`, then the agent's replies; the snapshot.
-
-        Raises:
-            IllegalMoveError: `action` is not an int, not legal here, or it is not the human's turn.
-        """
-        with self._lock:
-            if isinstance(action, bool) or not isinstance(action, int):
-                raise IllegalMoveError(f"action must be an integer, got {action!r}")
-            if self.over:
-                raise IllegalMoveError("the game is over; start a new one")
-            if self.to_move != "human":
-                raise IllegalMoveError("it is not your turn")
-            if not 0 <= action < self.env.num_actions:
-                raise IllegalMoveError(
-                    f"action must be in [0, {self.env.num_actions}), got {action}"
-                )
-            if not bool(self._plies[-1].meta.action_mask[action]):
-                legal = self.legal_actions()
-                shown = legal if len(legal) <= 12 else f"{len(legal)} moves"
-                raise IllegalMoveError(
-                    f"illegal move {action} ({move_label(self.env.name, action)}); legal: {shown}"
-                )
-            before = len(self._plies)
-            self._play(action, "human", None)
-            try:
-                self._agent_replies()
-            except Exception:
-                # the agent failed to reply: take the human's move back too, so the game is
-                # left at the human's turn (not stuck at the agent's) and the move can be retried
-                del self._plies[before:]
-                raise
-            return self.snapshot()
-
-    def undo(self) -> dict[str, Any]:
-        """Take back the human's last move and the agent's replies to it; the snapshot."""
-        with self._lock:
-            last = max((i for i, p in enumerate(self._plies) if p.mover == "human"), default=None)
-            if last is None:
-                raise IllegalMoveError("nothing to undo")
-            del self._plies[last:]
-            return self.snapshot()
-
-    def warm_up(self) -> float:
-        """Compile the agent's policy and the step on the current position; the seconds spent."""
-        with self._lock:
-            start = time.perf_counter()
-            ply = self._plies[-1]
-            batched = jax.tree_util.tree_map(lambda x: x[None], ply.state)
-            jax.block_until_ready(self._policy(batched, jax.random.PRNGKey(0)))
-            legal = np.flatnonzero(ply.meta.action_mask)
-            if legal.size and not self.over:
-                jax.block_until_ready(self._step(ply.state, int(legal[0]), jax.random.PRNGKey(0)))
-            self._warm = True
-            return time.perf_counter() - start
-
-    def snapshot(self) -> dict[str, Any]:
-        """The game as JSON-ready data (see the module docstring for the API)."""
-        with self._lock:
-            ply = self._plies[-1]
-            name = self.env.name
-            over = self.over
-            legal = [] if over else self.legal_actions()
-            svg = None
-            if self.env.render_svg is not None:
-                svg = self.env.render_svg(jax.device_get(ply.state))
-            replies = [p.reply for p in self._plies if p.reply is not None]
-            return {
-                "env": name,
-                "agent": self.agent_name,
-                "num_actions": self.env.num_actions,
-                "human_player": self.human_player,
-                "human_first": self.human_first,
-                "current_player": int(ply.meta.cur_player_id),
-                "to_move": None if over else self.to_move,
-                "svg": svg,
-                "cells": self.cells,
-                "legal": legal,
-                "moves": [{"action": a, "label": move_label(name, a)} for a in legal],
-                "history": [
-                    {"action": p.action, "label": move_label(name, p.action), "by": p.mover}
-                    for p in self._plies[1:]
-                    if p.action is not None
-                ],
-                "last_move": ply.action,
-                "last_cell": self._last_cell(),
-                "winning_cells": self._winning_cells() if over else [],
-                "reply": replies[-1] if replies else None,
-                "can_undo": any(p.mover == "human" for p in self._plies),
-                "over": over,
-                "result": self.result() if over else None,
-            }
-
-    # -- reading the position (callers hold the lock or accept a racy read) ---------------
-
-    def _board(self, index: int) -> list[int] | None:
-        """Ply `index`'s board as row-major marks (-1 empty), for games that keep one."""
-        board = getattr(getattr(self._plies[index].state, "_x", None), "board", None)
-        return None if board is None else [int(v) for v in np.asarray(board).ravel()]
-
-    def _last_cell(self) -> list[float] | None:
-        """`[x, y, r]` of the cell the last move filled (for Connect Four, the disc's cell)."""
-        action = self._plies[-1].action
-        if action is None or self.cells is None:
-            return None
-        mine = [c for c in self.cells if c[0] == action]
-        if len(mine) == 1:
-            return list(mine[0][1:])
-        before, after = self._board(-2), self._board(-1)
-        if before is None or after is None or len(after) != len(self.cells):
-            return None
-        placed = [i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b == -1 != a]
-        return list(self.cells[placed[0]][1:]) if len(placed) == 1 else None
-
-    def _winning_cells(self) -> list[list[float]]:
-        """`[[x, y], ...]` of the line that won the game, where the game is won by one."""
-        board = self._board(-1)
-        if board is None or self.cells is None:
-            return []
-        return [list(self.cells[i][1:3]) for i in winning_line(self.env.name, board)]
-
-    @property
-    def over(self) -> bool:
-        meta = self._plies[-1].meta
-        return bool(meta.terminated) or bool(meta.truncated)
-
-    @property
-    def to_move(self) -> str:
-        current = int(self._plies[-1].meta.cur_player_id)
-        return "human" if current == self.human_player else "agent"
-
-    def legal_actions(self) -> list[int]:
-        return [int(a) for a in np.flatnonzero(self._plies[-1].meta.action_mask)]
-
-    def returns(self) -> list[float]:
-        """Each player's summed rewards over the game so far `[P]`."""
-        total = np.zeros(self.env.num_players, np.float64)
-        for p in self._plies:
-            total += np.asarray(p.meta.rewards, np.float64)
-        return [float(r) for r in total]
-
-    def result(self) -> dict[str, Any]:
-        """Who won, by the environment's rewards (returns per player id)."""
-        returns = self.returns()
-        human, agent = returns[self.human_player], returns[1 - self.human_player]
-        if human > agent:
-            winner, text = "human", "You win!"
-        elif agent > human:
-            winner, text = "agent", "The agent wins."
-        else:
-            winner, text = "draw", "Draw."
-        if not bool(self._plies[-1].meta.terminated):
-            text += " (move limit)"
-        return {"winner": winner, "text": text, "returns": returns}
-
-    # -- internals ------------------------------------------------------------------------
-
-    def _policy(self, states: PyTree, key: jax.Array) -> Any:
-        return self.compiled_policy(*self._policy_args, states, key)
-
-    def _next_key(self) -> jax.Array:
-        self._key, key = jax.random.split(self._key)
-        return key
-
-    def _play(self, action: int, mover: str, reply: dict[str, Any] | None) -> None:
-        state, meta = self._step(self._plies[-1].state, action, self._next_key())
-        self._plies.append(Ply(state, jax.device_get(meta), action, mover, reply))
-
-    def _agent_replies(self) -> None:
-        for _ in range(MAX_AGENT_MOVES):
-            if self.over or self.to_move != "agent":
-                return
-            if not self._warm:  # its compilation is not thinking time
-                self.warm_up()
-            ply = self._plies[-1]
-            start = time.perf_counter()
-            batched = jax.tree_util.tree_map(lambda x: x[None], ply.state)
-            out = jax.device_get(self._policy(batched, self._next_key()))
-            seconds = time.perf_counter() - start
-            action = int(out.action[0])
-            if not (0 <= action < self.env.num_actions and bool(ply.meta.action_mask[action])):
-                raise RuntimeError(f"the agent chose the illegal action {action}")
-            weights = np.asarray(out.weights[0], np.float64)
-            top = [int(a) for a in np.argsort(-weights, kind="stable")[:TOP_MOVES]]
-            reply = {
-                "action": action,
-                "label": move_label(self.env.name, action),
-                "value": float(out.value[0]),
-                "seconds": round(seconds, 4),
-                "top": [
-                    {
-                        "action": a,
-                        "label": move_label(self.env.name, a),
-                        "weight": float(weights[a]),
-                    }
-                    for a in top
-                    if weights[a] > 0
-                ],
-            }
-            self._play(action, "agent", reply)
-        raise RuntimeError(f"the agent moved {MAX_AGENT_MOVES} times in a row")
-
-
-# --------------------------------------------------------------------------- HTTP
+    routes = [
+        Route("/", page),
+        Route("/static/{name}", page),
+        Route("/api/state", state),
+        Route("/api/move", move, methods=["POST"]),
+        Route("/api/undo", undo, methods=["POST"]),
+        Route("/api/new", new, methods=["POST"]),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(_SameMachineOnly)],
+        exception_handlers={HTTPException: _http_error},
+    )
 
 
 def _static_files() -> dict[str, tuple[bytes, str]]:
-    """The page's files by URL path, read once from the package."""
+    """The page's files by name, read once from the package."""
     folder = resources.files("turbozero.play") / "static"
     files: dict[str, tuple[bytes, str]] = {}
     for item in folder.iterdir():
         suffix = "." + item.name.rsplit(".", 1)[-1] if "." in item.name else ""
         if item.is_file() and suffix in _STATIC_TYPES:
-            files[f"/static/{item.name}"] = (item.read_bytes(), _STATIC_TYPES[suffix])
-    files["/"] = files["/static/index.html"]
+            files[item.name] = (item.read_bytes(), _STATIC_TYPES[suffix])
     return files
 
 
-def _make_handler(game: Game, *, quiet: bool) -> type[BaseHTTPRequestHandler]:
-    static = _static_files()
-
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "turbozero-play"
-        timeout = READ_TIMEOUT_SECONDS  # on every read of the connection
-
-        def log_message(self, format: str, *args: Any) -> None:
-            if not quiet:
-                super().log_message(format, *args)
-
-        def _send(self, status: int, body: bytes, content_type: str, allow: str = "") -> None:
-            self.send_response(status)
-            if allow:
-                self.send_header("Allow", allow)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            try:
-                self.end_headers()
-                self.wfile.write(body)
-            except DISCONNECTED:  # the client left before the answer
-                self.close_connection = True
-
-        def _json(self, status: int, data: Any, allow: str = "") -> None:
-            self._send(status, json.dumps(data).encode(), "application/json", allow)
-
-        def _body(self) -> dict[str, Any]:
-            given = (self.headers.get("Content-Length") or "0").strip()
-            if not is_digits(given):
-                raise IllegalMoveError(f"Content-Length must be a byte count, got {given!r}")
-            length = int(given)
-            if length > MAX_BODY_BYTES:
-                raise IllegalMoveError(f"request body over {MAX_BODY_BYTES} bytes")
-            try:
-                raw = self.rfile.read(length) if length else b"{}"
-            except TimeoutError:
-                raw = b""
-            if len(raw) < length:  # the client stalled or left mid-body: apply nothing
-                self.close_connection = True
-                raise IllegalMoveError(
-                    f"request body shorter than its Content-Length ({len(raw)} of {length} bytes)"
-                )
-            try:
-                data = json.loads(raw or b"{}")
-            except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
-                reason = str(err).splitlines()[0][:200]
-                raise IllegalMoveError(f"request body is not JSON: {reason}") from None
-            if not isinstance(data, dict):
-                raise IllegalMoveError("request body must be a JSON object")
-            return data
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            try:
-                if self._foreign_host():
-                    self._json(403, {"error": "this server answers to 127.0.0.1 only"})
-                elif path == "/api/state":
-                    self._json(200, game.snapshot())
-                elif path in static:
-                    self._send(200, *static[path])
-                elif path in POST_ROUTES:
-                    self._json(405, {"error": f"{path} takes POST"}, allow="POST")
-                else:
-                    self._json(404, {"error": f"no such page: {path}"})
-            except Exception as err:  # keep serving; say what went wrong
-                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(err)})
-
-        def _foreign_host(self) -> bool:
-            """The host asked for is not this machine by name: a site whose name was pointed
-            at 127.0.0.1 (DNS rebinding) would otherwise read and move through its own page."""
-            host = self.headers.get("Host", "")
-            address = self.server.server_address
-            bound = str(address[0]) if isinstance(address, tuple) else ""
-            return host.rsplit(":", 1)[0] not in ("127.0.0.1", "localhost", "[::1]", bound)
-
-        def _foreign_origin(self) -> bool:
-            """A request a page of another site sent (browsers name the page's origin), or one
-            for a foreign host (`_foreign_host`): the game is this machine's user's, not any
-            website's they happen to visit."""
-            if self._foreign_host():
-                return True
-            host = self.headers.get("Host", "")
-            origin = self.headers.get("Origin")
-            if origin is None:  # not from a browser page (curl, scripts)
-                return False
-            return origin.rstrip("/") not in (f"http://{host}", f"https://{host}")
-
-        def do_POST(self) -> None:
-            path = self.path.split("?", 1)[0]
-            try:
-                if path not in POST_ROUTES:
-                    self._json(404, {"error": f"no such endpoint: {path}"})
-                    return
-                if self._foreign_origin():
-                    self._json(
-                        403,
-                        {"error": "moves come from this server's own page (127.0.0.1) only"},
-                    )
-                    return
-                body = self._body()
-                if path == "/api/move":
-                    if "action" not in body:
-                        raise IllegalMoveError('send {"action": <int>}')
-                    self._json(200, game.move(body["action"]))
-                elif path == "/api/undo":
-                    self._json(200, game.undo())
-                elif path == "/api/new":
-                    first = body.get("human_first")
-                    if first is not None and not isinstance(first, bool):
-                        raise IllegalMoveError(f"human_first must be true or false, got {first!r}")
-                    self._json(200, game.new(first))
-            except IllegalMoveError as err:
-                self._json(HTTPStatus.BAD_REQUEST, {"error": str(err)})
-            except Exception as err:  # keep serving; say what went wrong
-                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(err)})
-
-    return Handler
+def _json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> Response:
+    return JSONResponse(data, status, headers={**_NO_STORE, **(headers or {})})
 
 
-class _Server(ThreadingHTTPServer):
-    """Says nothing of clients that disconnect or stall (the standard server prints a
-    traceback for each)."""
+async def _answer(work: Callable[[], dict[str, Any]]) -> Response:
+    """`work()`'s snapshot, run in a worker thread; a refused move is 400, any other error 500
+    (the server keeps serving and says what went wrong)."""
+    try:
+        return _json(200, await run_in_threadpool(work))
+    except IllegalMoveError as err:
+        return _json(400, {"error": str(err)})
+    except Exception as err:
+        return _json(500, {"error": repr(err)})
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
 
-        if not isinstance(sys.exc_info()[1], DISCONNECTED):
-            super().handle_error(request, client_address)
+async def _post(
+    request: Request, read_timeout: float, work: Callable[[dict[str, Any]], dict[str, Any]]
+) -> Response:
+    """Read the request's JSON body, then answer with `work(body)` (see `_answer`)."""
+    try:
+        body = await _json_body(request, read_timeout)
+    except BadBodyError as err:
+        return _json(400, {"error": str(err)}, {"Connection": "close"} if err.close else None)
+    return await _answer(lambda: work(body))
+
+
+async def _json_body(request: Request, read_timeout: float) -> dict[str, Any]:
+    """The request's body as a JSON object (`{}` when empty), received within `read_timeout`.
+
+    Raises:
+        BadBodyError: the body is over `MAX_BODY_BYTES`, short of its Content-Length when the
+            time is up or the client left, not JSON, or not a JSON object.
+    """
+    given = request.headers.get("content-length")
+    if given is not None and not is_digits(given.strip()):
+        raise BadBodyError(f"Content-Length must be a byte count, got {given!r}")
+    length = None if given is None else int(given)
+    too_long = f"request body over {MAX_BODY_BYTES} bytes"
+    if length is not None and length > MAX_BODY_BYTES:
+        raise BadBodyError(too_long, close=True)
+    chunks: list[bytes] = []
+
+    async def receive() -> None:
+        async for chunk in request.stream():
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > MAX_BODY_BYTES:  # a chunked body states no length
+                raise BadBodyError(too_long, close=True)
+
+    try:
+        await asyncio.wait_for(receive(), read_timeout)
+    except (TimeoutError, ClientDisconnect):  # the client stalled or left mid-body
+        got = sum(map(len, chunks))
+        raise BadBodyError(
+            f"request body shorter than its Content-Length ({got} of {length} bytes)"
+            if length is not None
+            else f"request body unfinished after {read_timeout:g} s ({got} bytes)",
+            close=True,
+        ) from None
+    try:
+        data = json.loads(b"".join(chunks) or b"{}")
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
+        reason = str(err).splitlines()[0][:200]
+        raise BadBodyError(f"request body is not JSON: {reason}") from None
+    if not isinstance(data, dict):
+        raise BadBodyError("request body must be a JSON object")
+    return data
+
+
+def _action(body: dict[str, Any]) -> Any:
+    if "action" not in body:
+        raise IllegalMoveError('send {"action": <int>}')
+    return body["action"]
+
+
+def _human_first(body: dict[str, Any]) -> bool | None:
+    first = body.get("human_first")
+    if first is not None and not isinstance(first, bool):
+        raise IllegalMoveError(f"human_first must be true or false, got {first!r}")
+    return first
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 and 405 in the API's JSON form."""
+    assert isinstance(exc, HTTPException)
+    path = request.url.path
+    if exc.status_code == 405:
+        message = f"{path} takes {(exc.headers or {}).get('Allow', 'another method')}"
+    elif exc.status_code == 404:
+        message = f"no such {'page' if request.method == 'GET' else 'endpoint'}: {path}"
+    else:
+        message = exc.detail
+    return _json(exc.status_code, {"error": message}, exc.headers)
+
+
+def _refusal(request: Request) -> str | None:
+    """Why a request a website could have sent is refused, or None.
+
+    A Host that is not this machine by name is a site whose name was pointed at 127.0.0.1 (DNS
+    rebinding), which would otherwise read and move through its own page; a POST whose Origin
+    (browsers name the page that sent it) is another site's is a website the user visits. The
+    game is this machine's user's. Requests without an Origin (curl, scripts) are not a page's.
+    """
+    host = request.headers.get("host", "")
+    server = request.scope.get("server")
+    bound = str(server[0]) if server else ""
+    foreign_host = host.rsplit(":", 1)[0] not in (*LOOPBACK_NAMES, bound)
+    if request.method in ("GET", "HEAD"):
+        return "this server answers to 127.0.0.1 only" if foreign_host else None
+    origin = request.headers.get("origin")
+    foreign_origin = origin is not None and origin.rstrip("/") not in (
+        f"http://{host}",
+        f"https://{host}",
+    )
+    if foreign_host or foreign_origin:
+        return "moves come from this server's own page (127.0.0.1) only"
+    return None
+
+
+class _SameMachineOnly:
+    """ASGI middleware that answers 403 to every request `_refusal` refuses, on every route."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = _refusal(Request(scope)) if scope["type"] == "http" else None
+        if refusal is None:
+            await self.app(scope, receive, send)
+        else:
+            await _json(403, {"error": refusal})(scope, receive, send)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+class _Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 connection, with a deadline on the request head and JSON errors.
+
+    uvicorn waits for a request head as long as the client likes; here a connection that sends
+    nothing for `read_timeout` seconds while none of its requests is being answered is dropped.
+    A request h11 cannot parse (a malformed head or Content-Length) is answered in the API's
+    `{"error": ...}` form.
+    """
+
+    read_timeout = READ_TIMEOUT_SECONDS
+    _silence: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._watch_silence()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch_silence()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._silence is not None:
+            self._silence.cancel()
+        super().connection_lost(exc)
+
+    def _watch_silence(self) -> None:
+        if self._silence is not None:
+            self._silence.cancel()
+        self._silence = self.loop.call_later(self.read_timeout, self._drop_if_between_requests)
+
+    def _drop_if_between_requests(self) -> None:
+        # a request being answered is the app's to time out (see `_json_body`)
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn calls this while it handles h11's error, which names the fault
+        if self.cycle is not None and self.cycle.response_started:
+            self.transport.close()
+            return
+        fault = sys.exc_info()[1] or msg
+        body = json.dumps({"error": f"invalid HTTP request: {fault}"}).encode()
+        head = (
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()
+
+
+class PlayServer:
+    """`make_app`'s app served by uvicorn on a socket bound before it runs, so its address (a
+    free port where 0 was asked for) is known at once and early clients wait in the backlog.
+
+    `serve_forever()` blocks (run it in a thread for tests); `shutdown()`, from another thread,
+    stops it and waits for it to return; `server_close()` releases the socket.
+    """
+
+    def __init__(
+        self,
+        app: Starlette,
+        sock: socket.socket,
+        *,
+        quiet: bool = True,
+        read_timeout: float = READ_TIMEOUT_SECONDS,
+    ) -> None:
+        protocol = type("Protocol", (_Protocol,), {"read_timeout": read_timeout})
+        config = uvicorn.Config(
+            app,
+            http=protocol,
+            lifespan="off",
+            log_level="error" if quiet else "info",
+            access_log=not quiet,
+        )
+        self.socket = sock
+        host, port = sock.getsockname()[:2]
+        self.server_address: tuple[str, int] = (str(host), int(port))
+        self._server = uvicorn.Server(config)
+        self._stopped = threading.Event()
+
+    def serve_forever(self) -> None:
+        """Answer requests until `shutdown()`, or Ctrl-C on the main thread (uvicorn finishes
+        the answers under way, then raises the KeyboardInterrupt here); once per server, as
+        the socket is closed at the end."""
+        self._stopped.clear()
+        try:
+            self._server.run(sockets=[self.socket])
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop `serve_forever()`, running in another thread, and wait for it to return."""
+        self._server.should_exit = True
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        self.socket.close()
 
 
 def make_server(
-    game: Game, *, port: int = 0, host: str = HOST, quiet: bool = True
-) -> ThreadingHTTPServer:
-    """An HTTP server for `game` on `host:port`; a port in use (or 0) gets a free one.
+    game: Game,
+    *,
+    port: int = 0,
+    host: str = HOST,
+    quiet: bool = True,
+    read_timeout: float = READ_TIMEOUT_SECONDS,
+) -> PlayServer:
+    """A server for `game` on `host:port`; a port in use (or 0) gets a free one.
 
-    Its address is `server.server_address`; run it with `serve_forever()` (in a thread for tests).
+    Its address is `server.server_address`; run it with `serve_forever()` (in a thread for
+    tests). `quiet` keeps uvicorn to its errors.
     """
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be in [0, 65535], got {port}")
-    handler = _make_handler(game, quiet=quiet)
+    if not read_timeout > 0:
+        raise ValueError(f"read_timeout must be > 0 seconds, got {read_timeout}")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restarts on a port just freed
     try:
-        server: ThreadingHTTPServer = _Server((host, port), handler)
-    except OSError as err:
-        if port == 0 or err.errno not in (errno.EADDRINUSE, errno.EACCES):
-            raise
-        server = _Server((host, 0), handler)
-    server.daemon_threads = True
-    return server
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            if port == 0 or err.errno not in (errno.EADDRINUSE, errno.EACCES):
+                raise
+            sock.bind((host, 0))
+        sock.listen()
+    except OSError:
+        sock.close()
+        raise
+    app = make_app(game, read_timeout=read_timeout)
+    return PlayServer(app, sock, quiet=quiet, read_timeout=read_timeout)
 
 
-def url_of(server: ThreadingHTTPServer) -> str:
-    host, port = server.server_address[:2]
-    name = host.decode() if isinstance(host, bytes) else str(host)
-    return f"http://{name}:{port}/"
+def url_of(server: PlayServer) -> str:
+    host, port = server.server_address
+    return f"http://{host}:{port}/"
 
 
 def serve(

@@ -125,20 +125,21 @@ def test_kl_penalty_loss_updates_discrete_and_continuous_policies(env):
         assert np.all(np.isfinite(np.asarray(metrics[name])))
 
 
-def test_restart_states_drawn_ahead_equal_those_drawn_inside_the_rollout(monkeypatch):
+def test_restart_states_drawn_ahead_equal_those_drawn_inside_the_rollout():
     """Large environment states are drawn inside the rollout loop instead of ahead of it; the
     update must not depend on which (same keys, same states). Rollouts long enough for random
     CartPole episodes to end in them, so restarts happen."""
     from turbozero.ppo import learner
 
     cfg = dataclasses.replace(TINY, rollout_length=32)
-    ahead = make_ppo(cfg)
-    state = jax.jit(ahead.init)(jax.random.PRNGKey(0))
-    after, metrics = jax.jit(ahead.update)(state)
+    ppo = make_ppo(cfg)
+    spec = learner.make_learner_spec(cfg, ppo.env)
+    assert spec.fresh_ahead  # CartPole's states are small
+    state = jax.jit(ppo.init)(jax.random.PRNGKey(0))
+    after, metrics = jax.jit(ppo.update)(state)
     assert float(np.sum(metrics["episodes"])) > 0
-    monkeypatch.setattr(learner, "FRESH_AHEAD_BYTES", 0)
-    inside = make_ppo(cfg)
-    after_inside, metrics_inside = jax.jit(inside.update)(state)
+    inside = functools.partial(learner.update, spec._replace(fresh_ahead=False))
+    after_inside, metrics_inside = jax.jit(inside)(state)
     for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(after_inside), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(metrics["episode_return"], metrics_inside["episode_return"])

@@ -1,13 +1,25 @@
 """The Anakin PPO learner: acting, learning and evaluation as pure functions to compile at the top.
 
 Letters: `E` environments per seed (and device), `T` rollout steps, `U` updates per call,
-`M` minibatch size, `A` discrete actions, `O` observation shape.
+`K` epochs per update, `N` minibatches per epoch, `M` minibatch size (`T * E = N * M`),
+`A` discrete actions, `D` continuous action dimension, `O` observation shape, `V` evaluation
+episodes.
 
     ppo = make_ppo(PPOConfig(...))            # or make_ppo(env="gymnax:CartPole-v1", num_envs=8)
     state = jax.jit(ppo.init)(key)
     update = jax.jit(ppo.update)
     state, metrics = update(state)            # runs config.num_updates_per_eval updates
     stats = jax.jit(ppo.evaluate)(state.params, state.obs_stats, key)
+
+One update (`train_step`) strings the named steps together:
+
+    rollout               T steps of the E environments with the acting policy: Transition [T, E]
+    estimate_advantages   truncated GAE and value targets [T, E], standardised
+    update_epochs         K epochs of N shuffled minibatches of M: losses, gradients, Adam steps
+
+Every step is a top-level function of the static `LearnerSpec` (environment, networks, optimizer,
+configuration) and of explicit state; `make_ppo` validates its arguments (`validate_ppo_args`) and
+binds the spec into the `PPO` functions.
 
 Seeds in parallel: `jax.vmap(ppo.init)(keys)` and `jax.jit(jax.vmap(ppo.update))(states)`.
 
@@ -22,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -32,7 +44,7 @@ import optax
 from turbozero import struct
 from turbozero.envs.core import Env
 from turbozero.ppo import normalize as obs_norm
-from turbozero.ppo.autoreset import AutoResetState, make_autoreset
+from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, make_autoreset
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.gae import truncated_gae
 from turbozero.ppo.losses import (
@@ -53,6 +65,9 @@ from turbozero.types import Array, PRNGKey, PyTree
 
 MASKED_LOGIT = -1e9
 FRESH_AHEAD_BYTES = 64 * 2**20  # draw a rollout's restart states ahead when they fit in this
+
+
+# ------------------------------------------------------------------------------------- types
 
 
 @struct.dataclass
@@ -137,6 +152,34 @@ def stack_hyperparams(members: Sequence[Hyperparams]) -> Hyperparams:
     )
 
 
+class LearnerSpec(NamedTuple):
+    """The static pieces every learner function reads (built once by `make_learner_spec`).
+
+    Attributes:
+        config: the configuration (sizes, options, default hyperparameters).
+        env: the one-player environment.
+        autoreset: `env` with finished episodes restarting at once (single-environment functions).
+        network: the actor-critic functions.
+        optimizer: the transformation of both networks' gradients (each has its own state).
+        axis_name: the named axis (devices) over which gradients and statistics are averaged,
+            or None.
+        action_low, action_high: `[D]` (or broadcastable) bounds Gaussian actions are clipped
+            to before stepping, or None.
+        fresh_ahead: draw the states finished episodes restart from ahead of the rollout's loop
+            (True) or inside it from their keys (False; the same states, less memory).
+    """
+
+    config: PPOConfig
+    env: Env
+    autoreset: AutoResetEnv
+    network: ActorCritic
+    optimizer: optax.GradientTransformation
+    axis_name: str | None
+    action_low: Array | None
+    action_high: Array | None
+    fresh_ahead: bool
+
+
 class PPO(NamedTuple):
     """The pure functions of a PPO learner (compile them at the top).
 
@@ -168,6 +211,44 @@ class PPO(NamedTuple):
     hyperparams: Hyperparams
 
 
+class RolloutInputs(NamedTuple):
+    """The randomness of a rollout, drawn ahead of its loop (leaves `[T, E, ...]`)."""
+
+    noise: Array  # [T, E, A] standard Gumbel or [T, E, D] standard normal action noise
+    step_keys: Array  # [T, E] keys of the environment steps
+    fresh: PyTree  # [T, E, ...] states finished episodes restart from (their keys, if not ahead)
+
+
+class Batch(NamedTuple):
+    """What the epochs learn from (leaves `[T * E, ...]`, or `[M, ...]` for a minibatch)."""
+
+    transitions: Transition  # without `raw_obs` and `next_obs`
+    advantages: Array  # [T * E]
+    targets: Array  # [T * E] value targets
+
+
+class EpochCarry(NamedTuple):
+    """What the epochs' minibatch steps change."""
+
+    params: ActorCriticParams
+    actor_opt_state: PyTree
+    critic_opt_state: PyTree
+
+
+class EvalCarry(NamedTuple):
+    """The evaluation loop's state (`V` episodes)."""
+
+    states: PyTree  # [V, ...] environment states (finished ones frozen)
+    returns: Array  # [V] float32 undiscounted returns so far
+    lengths: Array  # [V] int32 steps taken before the episode ended
+    done: Array  # [V] bool
+    step: Array  # [] int32 loop iterations
+    key: PRNGKey
+
+
+# ------------------------------------------------------------------------------------- acting
+
+
 def _mask_policy(dist: Distribution, mask: Array | None) -> Distribution:
     if mask is None or not isinstance(dist, Categorical):
         return dist
@@ -185,6 +266,682 @@ def _per_sample(dist: Distribution) -> Distribution:
 
 def _flatten_time(x: Array) -> Array:
     return jnp.reshape(x, (x.shape[0] * x.shape[1], *x.shape[2:]))
+
+
+def _pmean(spec: LearnerSpec, tree: PyTree) -> PyTree:
+    return tree if spec.axis_name is None else jax.lax.pmean(tree, spec.axis_name)
+
+
+def _varying(spec: LearnerSpec, tree: PyTree) -> PyTree:
+    """Mark per-device values as varying over `spec.axis_name` (shard_map's type check)."""
+    axis_name = spec.axis_name
+    if axis_name is None or not hasattr(jax.lax, "pcast"):
+        return tree
+
+    def cast(x: Array) -> Array:
+        try:
+            return jax.lax.pcast(x, axis_name, to="varying")
+        # already varying, or not inside shard_map (under `jit` of a named `vmap`, this
+        # JAX's pcast fails an internal assertion rather than raise its ValueError)
+        except (ValueError, AssertionError):
+            return x
+
+    return jax.tree.map(cast, tree)
+
+
+def normalize_observations(
+    spec: LearnerSpec, obs_stats: obs_norm.RunningStats, observations: Array
+) -> Array:
+    """`observations [..., *O]` as float32, standardised and clipped when the config says so."""
+    if not spec.config.normalize_observations:
+        return observations.astype(jnp.float32)
+    return obs_norm.normalize(obs_stats, observations, clip=spec.config.obs_clip)
+
+
+def env_action(spec: LearnerSpec, action: Array) -> Array:
+    """`action [..., D]` clipped to the environment's bounds (discrete actions unchanged)."""
+    low, high = spec.action_low, spec.action_high
+    if spec.env.continuous and low is not None and high is not None:
+        return jnp.clip(action, low, high)
+    return action
+
+
+def action_masks(spec: LearnerSpec, env_states: PyTree) -> Array | None:
+    """`[B, A]` legal actions of a batch of environment states (None for continuous actions)."""
+    if spec.env.continuous:
+        return None
+    return jax.vmap(spec.env.metadata)(env_states).action_mask
+
+
+def act(
+    spec: LearnerSpec,
+    params: ActorCriticParams,
+    obs_stats: obs_norm.RunningStats,
+    observations: Array,
+    key: PRNGKey,
+    *,
+    greedy: bool = False,
+    action_mask: Array | None = None,
+) -> Array:
+    """Environment-ready actions of the policy.
+
+    Args:
+        spec: the learner's static pieces.
+        params: the networks' variables.
+        obs_stats: observation statistics (read when normalising).
+        observations: `[B, *O]` raw observations.
+        key: consumed by sampling (unused when `greedy`).
+        greedy: the policy's mode instead of a sample.
+        action_mask: `[B, A]` legal actions (discrete actions only).
+
+    Returns:
+        `[B]` int32 or `[B, D]` float32 actions (Gaussian ones clipped to the bounds).
+    """
+    obs = normalize_observations(spec, obs_stats, observations)
+    dist = _mask_policy(spec.network.policy(params.actor, obs), action_mask)
+    return env_action(spec, dist.mode() if greedy else dist.sample(key))
+
+
+def random_actions(spec: LearnerSpec, mask: Array | None, key: PRNGKey, *, num: int) -> Array:
+    """`num` uniformly random legal actions (to warm up the observation statistics).
+
+    Args:
+        spec: the learner's static pieces.
+        mask: `[num, A]` legal actions (discrete actions only).
+        key: consumed.
+        num: how many actions.
+
+    Returns:
+        `[num]` int32 legal actions, or `[num, D]` float32 ones: uniform between finite bounds;
+        a half-open or open side (jumanji's and users' spaces may have them) gets a standard
+        normal step away from the finite bound, if any.
+    """
+    if not spec.env.continuous:
+        assert mask is not None
+        return jax.random.categorical(key, jnp.where(mask, 0.0, MASKED_LOGIT)).astype(jnp.int32)
+    low, high, dim = spec.action_low, spec.action_high, spec.env.num_actions
+    gauss_key, key = jax.random.split(key)
+    gauss = jax.random.normal(gauss_key, (num, dim))
+    if low is None or high is None:
+        return gauss
+    lo, hi = jnp.broadcast_to(low, (dim,)), jnp.broadcast_to(high, (dim,))
+    finite_lo, finite_hi = jnp.isfinite(lo), jnp.isfinite(hi)
+    both = finite_lo & finite_hi
+    uniform = jax.random.uniform(
+        key, (num, dim), minval=jnp.where(both, lo, 0.0), maxval=jnp.where(both, hi, 1.0)
+    )
+    one_sided = jnp.where(finite_lo, lo + jnp.abs(gauss), hi - jnp.abs(gauss))
+    return jnp.where(both, uniform, jnp.where(finite_lo | finite_hi, one_sided, gauss))
+
+
+# ------------------------------------------------------------------------------------- init
+
+
+def init(spec: LearnerSpec, key: PRNGKey) -> LearnerState:
+    """A fresh learner: parameters, optimizer states, `E` environments, observation statistics.
+
+    Args:
+        spec: the learner's static pieces.
+        key: consumed; under `spec.axis_name` the parameters come from it alone (the same on
+            every device) and the environments from it and the device index.
+
+    Returns:
+        the learner state before its first update.
+    """
+    cfg = spec.config
+    param_key, env_key, warm_key, state_key = jax.random.split(key, 4)
+    if spec.axis_name is not None:  # same parameters on every device, different environments
+        index = jax.lax.axis_index(spec.axis_name)
+        env_key = jax.random.fold_in(env_key, index)
+        warm_key = jax.random.fold_in(warm_key, index)
+        state_key = jax.random.fold_in(state_key, index)
+    env_state = _varying(
+        spec, jax.vmap(spec.autoreset.init)(jax.random.split(env_key, cfg.num_envs))
+    )
+    params = spec.network.init(param_key, env_state.observation)
+    stats = obs_norm.init_stats(spec.env.observation_shape)
+    if cfg.normalize_observations and cfg.obs_norm_warmup_steps > 0:
+        stats = warmup_stats(spec, stats, warm_key)
+    return LearnerState(
+        params=params,
+        actor_opt_state=spec.optimizer.init(params.actor),
+        critic_opt_state=spec.optimizer.init(params.critic),
+        obs_stats=stats,
+        env_state=env_state,
+        key=state_key,
+        update_step=jnp.int32(0),
+    )
+
+
+def warmup_stats(
+    spec: LearnerSpec, stats: obs_norm.RunningStats, key: PRNGKey
+) -> obs_norm.RunningStats:
+    """`stats` merged with the observations of `obs_norm_warmup_steps` random-action steps of
+    `E` separate environments (`key` is consumed)."""
+    cfg = spec.config
+    init_key, run_key = jax.random.split(key)
+    warm = _varying(spec, jax.vmap(spec.autoreset.init)(jax.random.split(init_key, cfg.num_envs)))
+    _, observations = jax.lax.scan(
+        functools.partial(warmup_step, spec),
+        warm,
+        jax.random.split(run_key, cfg.obs_norm_warmup_steps),
+    )
+    observations = jnp.concatenate([warm.observation[None], observations])
+    return obs_norm.update(stats, observations, axis_name=spec.axis_name)
+
+
+def warmup_step(
+    spec: LearnerSpec, env_state: AutoResetState, key: PRNGKey
+) -> tuple[AutoResetState, Array]:
+    """One random-action step of the `E` environments; returns them and their observations
+    `[E, *O]` (`key` is consumed)."""
+    num = spec.config.num_envs
+    action_key, step_key = jax.random.split(key)
+    action = random_actions(spec, action_masks(spec, env_state.env_state), action_key, num=num)
+    env_state, _ = jax.vmap(spec.autoreset.step)(
+        env_state, env_action(spec, action), jax.random.split(step_key, num)
+    )
+    return env_state, env_state.observation
+
+
+# ------------------------------------------------------------------------------------- update
+
+
+def update(
+    spec: LearnerSpec, state: LearnerState, hyperparams: Hyperparams | None = None
+) -> tuple[LearnerState, dict[str, Array]]:
+    """`U = num_updates_per_eval` training steps in one loop.
+
+    Args:
+        spec: the learner's static pieces.
+        state: the learner state.
+        hyperparams: the update's numbers; None takes the config's (as Python floats).
+
+    Returns:
+        the state after `U` updates and the metrics of each (every one `[U]`).
+    """
+    hp = hyperparams_of(spec.config) if hyperparams is None else hyperparams
+    return jax.lax.scan(
+        lambda s, _: train_step(spec, s, hp), state, None, spec.config.num_updates_per_eval
+    )
+
+
+def train_step(
+    spec: LearnerSpec, state: LearnerState, hp: Hyperparams
+) -> tuple[LearnerState, dict[str, Array]]:
+    """One PPO update: a rollout, its advantages, then `K` epochs of minibatch steps.
+
+    The observation statistics learn the rollout's observations after the epochs have learnt
+    from it with the statistics it was acted with.
+
+    Args:
+        spec: the learner's static pieces.
+        state: the learner state; its key is consumed (the next one is returned).
+        hp: the update's numbers.
+
+    Returns:
+        the next state and scalar metrics: the losses' means over the epochs, episodes finished in
+        the rollout (averaged over devices) and their mean return and length, the mean value.
+    """
+    cfg = spec.config
+    key, rollout_key, epoch_key = jax.random.split(state.key, 3)
+    env_state, traj = rollout(spec, state.params, state.obs_stats, state.env_state, rollout_key)
+    advantages, targets = estimate_advantages(spec, state.params.critic, state.obs_stats, traj, hp)
+    stats = state.obs_stats
+    if cfg.normalize_observations:
+        assert traj.raw_obs is not None
+        stats = obs_norm.update(stats, traj.raw_obs, axis_name=spec.axis_name)
+    batch = jax.tree.map(
+        _flatten_time, Batch(traj._replace(raw_obs=None, next_obs=None), advantages, targets)
+    )
+    start = EpochCarry(state.params, state.actor_opt_state, state.critic_opt_state)
+    learnt, info = update_epochs(spec, start, batch, epoch_key, hp)
+    metrics = update_metrics(spec, traj, info)
+    new = LearnerState(
+        params=learnt.params,
+        actor_opt_state=learnt.actor_opt_state,
+        critic_opt_state=learnt.critic_opt_state,
+        obs_stats=stats,
+        env_state=env_state,
+        key=key,
+        update_step=state.update_step + 1,
+    )
+    return new, metrics
+
+
+def rollout(
+    spec: LearnerSpec,
+    params: ActorCriticParams,
+    obs_stats: obs_norm.RunningStats,
+    env_state: AutoResetState,
+    key: PRNGKey,
+) -> tuple[AutoResetState, Transition]:
+    """`T` steps of the `E` environments with the acting policy.
+
+    The rollout's randomness is drawn in bulk before its loop (on CPU each draw inside the loop
+    would be a small loop of its own): the action noise, the steps' keys and, when
+    `spec.fresh_ahead`, the states that finished episodes restart from.
+
+    Args:
+        spec: the learner's static pieces.
+        params: the acting parameters.
+        obs_stats: the acting observation statistics.
+        env_state: `[E]` environments.
+        key: consumed.
+
+    Returns:
+        the environments after `T` steps and the `Transition` of every step (leaves `[T, E, ...]`).
+    """
+    T, E = spec.config.rollout_length, spec.config.num_envs
+    noise_key, step_key, reset_key = jax.random.split(key, 3)
+    shape = (T, E, spec.env.num_actions)
+    if spec.env.continuous:
+        noise = jax.random.normal(noise_key, shape)
+    else:
+        noise = jax.random.gumbel(noise_key, shape)
+    step_keys = jax.random.split(step_key, (T, E))
+    reset_keys = jax.random.split(reset_key, (T, E))
+    if spec.fresh_ahead:
+        fresh = jax.vmap(functools.partial(_restart_states, spec))(reset_keys)
+    else:
+        fresh = reset_keys  # drawn inside the loop
+    inputs = RolloutInputs(noise, step_keys, fresh)
+    return jax.lax.scan(functools.partial(rollout_step, spec, params, obs_stats), env_state, inputs)
+
+
+def _restart_states(spec: LearnerSpec, keys: Array) -> PyTree:
+    """`[E, ...]` fresh environment states from `keys [E]`."""
+    return jax.vmap(lambda k: spec.env.init(k)[0])(keys)
+
+
+def rollout_step(
+    spec: LearnerSpec,
+    params: ActorCriticParams,
+    obs_stats: obs_norm.RunningStats,
+    env_state: AutoResetState,
+    inputs: RolloutInputs,
+) -> tuple[AutoResetState, Transition]:
+    """One step of the `E` environments with the acting policy (`inputs` leaves `[E, ...]`)."""
+    fresh = inputs.fresh if spec.fresh_ahead else _restart_states(spec, inputs.fresh)
+    raw = env_state.observation
+    obs = normalize_observations(spec, obs_stats, raw)
+    mask = action_masks(spec, env_state.env_state)
+    dist = _mask_policy(spec.network.policy(params.actor, obs), mask)
+    action = dist.sample_with(inputs.noise)
+    log_prob = dist.log_prob(action)
+    value = spec.network.value(params.critic, obs)
+    env_state, out = jax.vmap(spec.autoreset.step_from)(
+        env_state, env_action(spec, action), inputs.step_keys, fresh
+    )
+    transition = Transition(
+        obs=obs,
+        raw_obs=raw if spec.config.normalize_observations else None,
+        action=action,
+        log_prob=log_prob,
+        value=value,
+        reward=out.reward,
+        terminated=out.terminated,
+        truncated=out.truncated,
+        next_obs=out.next_observation,
+        action_mask=mask,
+        old_policy=_per_sample(dist) if spec.config.loss == "kl_penalty" else None,
+        episode_return=out.episode_return,
+        episode_length=out.episode_length,
+    )
+    return env_state, transition
+
+
+def estimate_advantages(
+    spec: LearnerSpec,
+    critic_params: PyTree,
+    obs_stats: obs_norm.RunningStats,
+    traj: Transition,
+    hp: Hyperparams,
+) -> tuple[Array, Array]:
+    """Truncated GAE of a rollout (see `turbozero.ppo.gae`), bootstrapped from the values of the
+    true next observations, advantages standardised over the batch (and devices) if configured.
+
+    Args:
+        spec: the learner's static pieces.
+        critic_params: the critic's variables the rollout acted with.
+        obs_stats: the observation statistics the rollout acted with.
+        traj: the rollout, leaves `[T, E, ...]`.
+        hp: the update's numbers (`gamma`, `gae_lambda`, `reward_scale`).
+
+    Returns:
+        `[T, E]` advantages and `[T, E]` value targets.
+    """
+    assert traj.next_obs is not None
+    next_obs = normalize_observations(spec, obs_stats, _flatten_time(traj.next_obs))
+    next_values = spec.network.value(critic_params, next_obs).reshape(traj.value.shape)
+    advantages, targets = truncated_gae(
+        traj.reward * hp.reward_scale,
+        traj.value,
+        next_values,
+        traj.terminated,
+        traj.truncated,
+        gamma=hp.gamma,
+        gae_lambda=hp.gae_lambda,
+    )
+    if spec.config.standardize_advantages:
+        mean = _pmean(spec, jnp.mean(advantages))
+        var = _pmean(spec, jnp.mean(jnp.square(advantages - mean)))
+        advantages = (advantages - mean) / jnp.sqrt(var + 1e-8)
+    return advantages, targets
+
+
+def update_epochs(
+    spec: LearnerSpec, carry: EpochCarry, batch: Batch, key: PRNGKey, hp: Hyperparams
+) -> tuple[EpochCarry, dict[str, Array]]:
+    """`K` epochs, each `N` gradient steps on shuffled minibatches of `M` from `batch`.
+
+    Args:
+        spec: the learner's static pieces.
+        carry: the parameters and optimizer states to learn.
+        batch: leaves `[T * E, ...]`.
+        key: consumed by the shuffles.
+        hp: the update's numbers.
+
+    Returns:
+        the learnt parameters and optimizer states, and the losses' information `[K, N]`.
+    """
+    epoch = functools.partial(run_epoch, spec, batch, hp)
+    return jax.lax.scan(epoch, carry, jax.random.split(key, spec.config.epochs))
+
+
+def run_epoch(
+    spec: LearnerSpec, batch: Batch, hp: Hyperparams, carry: EpochCarry, key: PRNGKey
+) -> tuple[EpochCarry, dict[str, Array]]:
+    """One pass over `batch` (leaves `[T * E, ...]`) in `N` shuffled minibatches of `M`
+    (`key` is consumed); returns the learnt carry and the losses' information `[N]`."""
+    cfg = spec.config
+    # One sort of random 32-bit keys (ties, rare, keep index order): a permutation in one round
+    # where `jax.random.permutation` takes two.
+    perm = jnp.argsort(jax.random.bits(key, (cfg.batch_size,)))
+    shuffled = jax.tree.map(
+        lambda x: jnp.take(x, perm, axis=0).reshape(
+            (cfg.num_minibatches, cfg.minibatch_size, *x.shape[1:])
+        ),
+        batch,
+    )
+    return jax.lax.scan(functools.partial(minibatch_step, spec, hp), carry, shuffled)
+
+
+def minibatch_step(
+    spec: LearnerSpec, hp: Hyperparams, carry: EpochCarry, minibatch: Batch
+) -> tuple[EpochCarry, dict[str, Array]]:
+    """One Adam step of the actor and of the critic on `minibatch` (leaves `[M, ...]`).
+
+    Gradients are clipped by global norm (in the optimizer), averaged over `spec.axis_name`, and
+    the steps scaled by the members' learning rates.
+
+    Returns:
+        the new parameters and optimizer states, and scalar losses, KL and gradient norms.
+    """
+    params = carry.params
+    actor_grads, actor_info = jax.grad(functools.partial(actor_loss, spec), has_aux=True)(
+        params.actor, minibatch.transitions, minibatch.advantages, hp
+    )
+    critic_grads, critic_info = jax.grad(functools.partial(critic_loss, spec), has_aux=True)(
+        params.critic, minibatch.transitions, minibatch.targets, hp
+    )
+    actor_grads, critic_grads = _pmean(spec, (actor_grads, critic_grads))
+    opt = spec.optimizer
+    actor_updates, actor_opt_state = opt.update(actor_grads, carry.actor_opt_state, params.actor)
+    critic_updates, critic_opt_state = opt.update(
+        critic_grads, carry.critic_opt_state, params.critic
+    )
+    actor_updates = jax.tree.map(lambda u: u * hp.actor_lr, actor_updates)
+    critic_updates = jax.tree.map(lambda u: u * hp.critic_lr, critic_updates)
+    params = ActorCriticParams(
+        optax.apply_updates(params.actor, actor_updates),
+        optax.apply_updates(params.critic, critic_updates),
+    )
+    info = {
+        **actor_info,
+        **critic_info,
+        "actor_grad_norm": optax.tree.norm(actor_grads),
+        "critic_grad_norm": optax.tree.norm(critic_grads),
+    }
+    return EpochCarry(params, actor_opt_state, critic_opt_state), info
+
+
+def actor_loss(
+    spec: LearnerSpec,
+    actor_params: PyTree,
+    transitions: Transition,
+    advantages: Array,
+    hp: Hyperparams,
+) -> tuple[Array, dict[str, Array]]:
+    """The policy's loss on `transitions` (leaves `[M, ...]`) with `advantages [M]`: the clipped
+    surrogate or the KL-penalised one, minus the entropy bonus; and its parts."""
+    dist = _mask_policy(spec.network.policy(actor_params, transitions.obs), transitions.action_mask)
+    log_prob = dist.log_prob(transitions.action)
+    if spec.config.loss == "clip":
+        loss, info = ppo_clip_loss(log_prob, transitions.log_prob, advantages, clip_eps=hp.clip_eps)
+    else:
+        old = transitions.old_policy
+        assert old is not None
+        if isinstance(old, Categorical):
+            assert isinstance(dist, Categorical)
+            kl = old.kl(dist)
+        else:
+            assert isinstance(dist, DiagGaussian)
+            kl = old.kl(dist)
+        loss, info = ppo_kl_penalty_loss(
+            log_prob, transitions.log_prob, advantages, kl, kl_coef=hp.kl_coef
+        )
+    entropy = dist.entropy()
+    total = loss + entropy_bonus(entropy, coef=hp.ent_coef)
+    return total, {"actor_loss": loss, "entropy": jnp.mean(entropy), **info}
+
+
+def critic_loss(
+    spec: LearnerSpec,
+    critic_params: PyTree,
+    transitions: Transition,
+    targets: Array,
+    hp: Hyperparams,
+) -> tuple[Array, dict[str, Array]]:
+    """The critic's weighted clipped value loss on `transitions` (leaves `[M, ...]`) with value
+    `targets [M]`; and the unweighted loss."""
+    values = spec.network.value(critic_params, transitions.obs)
+    loss = clipped_value_loss(values, transitions.value, targets, clip_eps=hp.value_clip_eps)
+    return hp.vf_coef * loss, {"value_loss": loss}
+
+
+def update_metrics(
+    spec: LearnerSpec, traj: Transition, info: Mapping[str, Array]
+) -> dict[str, Array]:
+    """Scalar metrics of one update, averaged over `spec.axis_name`.
+
+    Args:
+        spec: the learner's static pieces.
+        traj: the rollout, leaves `[T, E, ...]`.
+        info: the losses' information, each `[K, N]`.
+
+    Returns:
+        the mean of each `info` entry; `episodes`, the episodes that ended in the rollout (per
+        device: may be a fraction, e.g. 1 of 4 devices), their mean `episode_return` and
+        `episode_length` (0 without episodes), and `value_mean`.
+    """
+    done = (traj.terminated | traj.truncated).astype(jnp.float32)
+    episodes = _pmean(spec, jnp.sum(done))
+    metrics = {k: _pmean(spec, jnp.mean(v)) for k, v in info.items()}
+    metrics.update(
+        episodes=episodes,
+        episode_return=_per_episode(_pmean(spec, jnp.sum(done * traj.episode_return)), episodes),
+        episode_length=_per_episode(_pmean(spec, jnp.sum(done * traj.episode_length)), episodes),
+        value_mean=_pmean(spec, jnp.mean(traj.value)),
+    )
+    return metrics
+
+
+def _per_episode(total: Array, episodes: Array) -> Array:
+    return jnp.where(episodes > 0, total / jnp.where(episodes > 0, episodes, 1.0), 0.0)
+
+
+# ------------------------------------------------------------------------------------- evaluate
+
+
+def evaluate(
+    spec: LearnerSpec,
+    params: ActorCriticParams,
+    obs_stats: obs_norm.RunningStats,
+    key: PRNGKey,
+    *,
+    num_episodes: int | None = None,
+) -> dict[str, Array]:
+    """Episodes of fresh environments played by the policy (greedy if `eval_greedy`).
+
+    Args:
+        spec: the learner's static pieces.
+        params: the networks' variables.
+        obs_stats: observation statistics (read when normalising).
+        key: consumed.
+        num_episodes: `V`, static; default `config.eval_episodes`.
+
+    Returns:
+        scalar `return_mean`, `return_std`, `return_min`, `return_max` and `length_mean` of the
+        `V` episodes, and `finished`, the fraction that ended within `eval_max_steps` (the
+        others' returns are partial).
+    """
+    n = spec.config.eval_episodes if num_episodes is None else int(num_episodes)
+    init_key, run_key = jax.random.split(key)
+    states, md = jax.vmap(spec.env.init)(jax.random.split(init_key, n))
+    returns = jnp.zeros((n,), jnp.float32)
+    done = md.terminated | md.truncated
+    start = EvalCarry(states, returns, jnp.zeros((n,), jnp.int32), done, jnp.int32(0), run_key)
+    end = jax.lax.while_loop(
+        functools.partial(_evaluating, spec),
+        functools.partial(evaluation_step, spec, params, obs_stats),
+        start,
+    )
+    ret, length = end.returns, end.lengths.astype(jnp.float32)
+    return {
+        "return_mean": jnp.mean(ret),
+        "return_std": jnp.std(ret),
+        "return_min": jnp.min(ret),
+        "return_max": jnp.max(ret),
+        "length_mean": jnp.mean(length),
+        "finished": jnp.mean(end.done.astype(jnp.float32)),
+    }
+
+
+def _evaluating(spec: LearnerSpec, carry: EvalCarry) -> Array:
+    return (carry.step < spec.config.eval_max_steps) & ~jnp.all(carry.done)
+
+
+def evaluation_step(
+    spec: LearnerSpec,
+    params: ActorCriticParams,
+    obs_stats: obs_norm.RunningStats,
+    carry: EvalCarry,
+) -> EvalCarry:
+    """One step of the `V` evaluation episodes; finished ones no longer count."""
+    n = carry.returns.shape[0]
+    key, act_key, step_key = jax.random.split(carry.key, 3)
+    mask = action_masks(spec, carry.states)
+    obs = jax.vmap(spec.env.observe)(carry.states)
+    action = act(
+        spec, params, obs_stats, obs, act_key, greedy=spec.config.eval_greedy, action_mask=mask
+    )
+    states, md = jax.vmap(spec.env.step)(carry.states, action, jax.random.split(step_key, n))
+    live = ~carry.done
+    return EvalCarry(
+        states=states,
+        returns=carry.returns + jnp.where(live, md.rewards[:, 0], 0.0),
+        lengths=carry.lengths + live.astype(jnp.int32),
+        done=carry.done | md.terminated | md.truncated,
+        step=carry.step + 1,
+        key=key,
+    )
+
+
+def absolute_evaluate(ppo: PPO) -> Callable[..., dict[str, Array]]:
+    """`evaluate` with `absolute_eval_factor` times as many episodes (for the best parameters)."""
+    return functools.partial(
+        ppo.evaluate, num_episodes=ppo.config.eval_episodes * ppo.config.absolute_eval_factor
+    )
+
+
+# ------------------------------------------------------------------------------------- factory
+
+
+def validate_ppo_args(
+    config: PPOConfig | None, env: Env | str | None, overrides: Mapping[str, Any]
+) -> tuple[PPOConfig, Env]:
+    """Check `make_ppo`'s arguments and resolve them into a configuration and an environment.
+
+    Raises:
+        turbozero.config.ConfigError: for an unknown field or a value out of range.
+        ValueError: for an environment with more than one player.
+    """
+    overrides = dict(overrides)
+    if isinstance(env, str):
+        overrides["env"] = env
+        env = None
+    names = [f.name for f in dataclasses.fields(PPOConfig)]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        from turbozero.config import ConfigError, suggest
+
+        hints = "".join(suggest(k, names) for k in unknown)
+        raise ConfigError(f"unknown PPOConfig keys {unknown}.{hints}")
+    if config is None:
+        config = PPOConfig(**overrides)
+    elif overrides:
+        config = dataclasses.replace(config, **overrides)
+    if env is None:
+        from turbozero.envs import make
+
+        env = make(config.env)
+    if env.num_players != 1:
+        raise ValueError(
+            f"env must have num_players == 1 for PPO, got {env.num_players} ({env.name})"
+        )
+    return config, env
+
+
+def make_learner_spec(config: PPOConfig, env: Env, *, axis_name: str | None = None) -> LearnerSpec:
+    """The static pieces of a learner for a checked `config` and `env` (see `validate_ppo_args`).
+
+    The optimizer is Adam at a learning rate of 1 (decaying linearly to 0 over the run's
+    optimizer steps with `lr_schedule="linear"`) after global-norm clipping; the update scales
+    its step by the member's rate. Restart states are drawn ahead of the rollout's loop when
+    the `T * E` states of all `num_seeds` seeds fit in `FRESH_AHEAD_BYTES` (the seeds' programs
+    are vmapped, so all of theirs are held at once).
+    """
+    network = make_actor_critic(
+        action_dim=env.num_actions,
+        continuous=env.continuous,
+        actor_hidden=config.actor_hidden,
+        critic_hidden=config.critic_hidden,
+        activation=config.activation,
+        layer_norm=config.layer_norm,
+        init_log_std=config.init_log_std,
+    )
+    steps = config.num_updates * config.epochs * config.num_minibatches
+    schedule = optax.linear_schedule(1.0, 0.0, steps) if config.lr_schedule == "linear" else 1.0
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm), optax.adam(schedule, eps=config.adam_eps)
+    )
+    state_bytes = sum(
+        math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves(jax.eval_shape(lambda k: env.init(k)[0], jax.random.PRNGKey(0)))
+    )
+    restarts = config.rollout_length * config.num_envs * config.num_seeds
+    return LearnerSpec(
+        config=config,
+        env=env,
+        autoreset=make_autoreset(env),
+        network=network,
+        optimizer=optimizer,
+        axis_name=axis_name,
+        action_low=None if env.action_low is None else jnp.asarray(env.action_low, jnp.float32),
+        action_high=None if env.action_high is None else jnp.asarray(env.action_high, jnp.float32),
+        fresh_ahead=restarts * state_bytes <= FRESH_AHEAD_BYTES,
+    )
 
 
 def make_ppo(
@@ -210,407 +967,15 @@ def make_ppo(
         turbozero.config.ConfigError: for an unknown field or a value out of range.
         ValueError: for an environment with more than one player.
     """
-    if isinstance(env, str):
-        overrides["env"] = env
-        env = None
-    names = [f.name for f in dataclasses.fields(PPOConfig)]
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        from turbozero.config import ConfigError, suggest
-
-        hints = "".join(suggest(k, names) for k in unknown)
-        raise ConfigError(f"unknown PPOConfig keys {unknown}.{hints}")
-    if config is None:
-        config = PPOConfig(**overrides)
-    elif overrides:
-        config = dataclasses.replace(config, **overrides)
-    if env is None:
-        from turbozero.envs import make
-
-        env = make(config.env)
-    cfg = config
-    auto = make_autoreset(env)
-    continuous = env.continuous
-    action_dim = env.num_actions
-    network = make_actor_critic(
-        action_dim=action_dim,
-        continuous=continuous,
-        actor_hidden=cfg.actor_hidden,
-        critic_hidden=cfg.critic_hidden,
-        activation=cfg.activation,
-        layer_norm=cfg.layer_norm,
-        init_log_std=cfg.init_log_std,
-    )
-    state_bytes = sum(
-        math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
-        for x in jax.tree.leaves(jax.eval_shape(lambda k: env.init(k)[0], jax.random.PRNGKey(0)))
-    )
-    low = None if env.action_low is None else jnp.asarray(env.action_low, jnp.float32)
-    high = None if env.action_high is None else jnp.asarray(env.action_high, jnp.float32)
-    num_steps_opt = cfg.num_updates * cfg.epochs * cfg.num_minibatches
-
-    def make_optimizer() -> optax.GradientTransformation:
-        """Adam at a learning rate of 1 (decaying linearly to 0 over the run's optimizer steps
-        with `lr_schedule="linear"`); the update scales its step by the member's rate."""
-        schedule = (
-            optax.linear_schedule(1.0, 0.0, num_steps_opt) if cfg.lr_schedule == "linear" else 1.0
-        )
-        return optax.chain(
-            optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(schedule, eps=cfg.adam_eps)
-        )
-
-    actor_opt = critic_opt = make_optimizer()
-    default_hp = hyperparams_of(cfg)
-
-    def norm(stats: obs_norm.RunningStats, obs: Array) -> Array:
-        if not cfg.normalize_observations:
-            return obs.astype(jnp.float32)
-        return obs_norm.normalize(stats, obs, clip=cfg.obs_clip)
-
-    def env_action(action: Array) -> Array:
-        if continuous and low is not None and high is not None:
-            return jnp.clip(action, low, high)
-        return action
-
-    def varying(tree: PyTree) -> PyTree:
-        """Mark per-device values as varying over `axis_name` (shard_map's type check)."""
-        if axis_name is None or not hasattr(jax.lax, "pcast"):
-            return tree
-
-        def cast(x: Array) -> Array:
-            try:
-                return jax.lax.pcast(x, axis_name, to="varying")
-            # already varying, or not inside shard_map (under `jit` of a named `vmap`, this
-            # JAX's pcast fails an internal assertion rather than raise its ValueError)
-            except (ValueError, AssertionError):
-                return x
-
-        return jax.tree.map(cast, tree)
-
-    def masks_of(env_state: AutoResetState) -> Array | None:
-        if continuous:
-            return None
-        return jax.vmap(env.metadata)(env_state.env_state).action_mask
-
-    def random_actions(key: PRNGKey, mask: Array | None, n: int) -> Array:
-        if not continuous:
-            assert mask is not None
-            return jax.random.categorical(key, jnp.where(mask, 0.0, MASKED_LOGIT)).astype(jnp.int32)
-        gauss_key, key = jax.random.split(key)
-        gauss = jax.random.normal(gauss_key, (n, action_dim))
-        if low is None or high is None:
-            return gauss
-        # uniform between finite bounds; a half-open or open side (jumanji's and users' spaces
-        # may have them) gets a standard normal step away from the finite bound, if any
-        lo, hi = jnp.broadcast_to(low, (action_dim,)), jnp.broadcast_to(high, (action_dim,))
-        finite_lo, finite_hi = jnp.isfinite(lo), jnp.isfinite(hi)
-        both = finite_lo & finite_hi
-        uniform = jax.random.uniform(
-            key, (n, action_dim), minval=jnp.where(both, lo, 0.0), maxval=jnp.where(both, hi, 1.0)
-        )
-        one_sided = jnp.where(finite_lo, lo + jnp.abs(gauss), hi - jnp.abs(gauss))
-        return jnp.where(both, uniform, jnp.where(finite_lo | finite_hi, one_sided, gauss))
-
-    def act(
-        params: ActorCriticParams,
-        obs_stats: obs_norm.RunningStats,
-        observations: Array,
-        key: PRNGKey,
-        *,
-        greedy: bool = False,
-        action_mask: Array | None = None,
-    ) -> Array:
-        dist = _mask_policy(
-            network.policy(params.actor, norm(obs_stats, observations)), action_mask
-        )
-        return env_action(dist.mode() if greedy else dist.sample(key))
-
-    # ----------------------------------------------------------------------------- init
-
-    def init(key: PRNGKey) -> LearnerState:
-        param_key, env_key, warm_key, state_key = jax.random.split(key, 4)
-        if axis_name is not None:  # same parameters on every device, different environments
-            index = jax.lax.axis_index(axis_name)
-            env_key = jax.random.fold_in(env_key, index)
-            warm_key = jax.random.fold_in(warm_key, index)
-            state_key = jax.random.fold_in(state_key, index)
-        env_state = varying(jax.vmap(auto.init)(jax.random.split(env_key, cfg.num_envs)))
-        params = network.init(param_key, env_state.observation)
-        stats = obs_norm.init_stats(env.observation_shape)
-        if cfg.normalize_observations and cfg.obs_norm_warmup_steps > 0:
-            stats = warmup_stats(stats, warm_key)
-        return LearnerState(
-            params=params,
-            actor_opt_state=actor_opt.init(params.actor),
-            critic_opt_state=critic_opt.init(params.critic),
-            obs_stats=stats,
-            env_state=env_state,
-            key=state_key,
-            update_step=jnp.int32(0),
-        )
-
-    def warmup_stats(stats: obs_norm.RunningStats, key: PRNGKey) -> obs_norm.RunningStats:
-        """Statistics of observations from random actions in separate environments."""
-        init_key, run_key = jax.random.split(key)
-        warm = varying(jax.vmap(auto.init)(jax.random.split(init_key, cfg.num_envs)))
-
-        def body(s: AutoResetState, k: PRNGKey) -> tuple[AutoResetState, Array]:
-            ka, ks = jax.random.split(k)
-            action = random_actions(ka, masks_of(s), cfg.num_envs)
-            s, _ = jax.vmap(auto.step)(s, env_action(action), jax.random.split(ks, cfg.num_envs))
-            return s, s.observation
-
-        _, observations = jax.lax.scan(
-            body, warm, jax.random.split(run_key, cfg.obs_norm_warmup_steps)
-        )
-        observations = jnp.concatenate([warm.observation[None], observations])
-        return obs_norm.update(stats, observations, axis_name=axis_name)
-
-    # ----------------------------------------------------------------------------- update
-
-    def rollout(state: LearnerState, key: PRNGKey) -> tuple[AutoResetState, Transition]:
-        params, stats = state.params, state.obs_stats
-        T, E = cfg.rollout_length, cfg.num_envs
-        # The rollout's randomness is drawn in bulk before its loop (on CPU each draw inside the
-        # loop would be a small loop of its own): Gumbel or normal action noise, the steps' keys
-        # and, when they are small, the states that finished episodes restart from.
-        noise_key, step_key, reset_key = jax.random.split(key, 3)
-        if continuous:
-            noise = jax.random.normal(noise_key, (T, E, action_dim))
-        else:
-            noise = jax.random.gumbel(noise_key, (T, E, action_dim))
-        step_keys = jax.random.split(step_key, (T, E))
-        reset_keys = jax.random.split(reset_key, (T, E))
-        # (per seed: the seeds' programs are vmapped, so all of theirs are held at once)
-        fresh_ahead = T * E * state_bytes * cfg.num_seeds <= FRESH_AHEAD_BYTES
-        restart = jax.vmap(lambda k: env.init(k)[0])
-        fresh = jax.vmap(restart)(reset_keys) if fresh_ahead else reset_keys
-
-        def env_step(
-            env_state: AutoResetState, xs: tuple[Array, Array, PyTree]
-        ) -> tuple[AutoResetState, Transition]:
-            step_noise, keys, fresh_states = xs
-            if not fresh_ahead:
-                fresh_states = restart(fresh_states)  # here: the keys
-            raw = env_state.observation
-            obs = norm(stats, raw)
-            mask = masks_of(env_state)
-            dist = _mask_policy(network.policy(params.actor, obs), mask)
-            action = dist.sample_with(step_noise)
-            log_prob = dist.log_prob(action)
-            value = network.value(params.critic, obs)
-            env_state, out = jax.vmap(auto.step_from)(
-                env_state, env_action(action), keys, fresh_states
-            )
-            transition = Transition(
-                obs=obs,
-                raw_obs=raw if cfg.normalize_observations else None,
-                action=action,
-                log_prob=log_prob,
-                value=value,
-                reward=out.reward,
-                terminated=out.terminated,
-                truncated=out.truncated,
-                next_obs=out.next_observation,
-                action_mask=mask,
-                old_policy=_per_sample(dist) if cfg.loss == "kl_penalty" else None,
-                episode_return=out.episode_return,
-                episode_length=out.episode_length,
-            )
-            return env_state, transition
-
-        return jax.lax.scan(env_step, state.env_state, (noise, step_keys, fresh))
-
-    def pmean(x: PyTree) -> PyTree:
-        return x if axis_name is None else jax.lax.pmean(x, axis_name)
-
-    def actor_loss(actor_params: PyTree, mb: Transition, advantages: Array, hp: Hyperparams):
-        dist = _mask_policy(network.policy(actor_params, mb.obs), mb.action_mask)
-        log_prob = dist.log_prob(mb.action)
-        if cfg.loss == "clip":
-            loss, info = ppo_clip_loss(log_prob, mb.log_prob, advantages, clip_eps=hp.clip_eps)
-        else:
-            old = mb.old_policy
-            assert old is not None
-            if isinstance(old, Categorical):
-                assert isinstance(dist, Categorical)
-                kl = old.kl(dist)
-            else:
-                assert isinstance(dist, DiagGaussian)
-                kl = old.kl(dist)
-            loss, info = ppo_kl_penalty_loss(
-                log_prob, mb.log_prob, advantages, kl, kl_coef=hp.kl_coef
-            )
-        entropy = dist.entropy()
-        total = loss + entropy_bonus(entropy, coef=hp.ent_coef)
-        return total, {"actor_loss": loss, "entropy": jnp.mean(entropy), **info}
-
-    def critic_loss(critic_params: PyTree, mb: Transition, targets: Array, hp: Hyperparams):
-        values = network.value(critic_params, mb.obs)
-        loss = clipped_value_loss(values, mb.value, targets, clip_eps=hp.value_clip_eps)
-        return hp.vf_coef * loss, {"value_loss": loss}
-
-    def minibatch_step(carry, batch, hp: Hyperparams):
-        params, actor_os, critic_os = carry
-        mb, advantages, targets = batch
-        actor_grads, actor_info = jax.grad(actor_loss, has_aux=True)(
-            params.actor, mb, advantages, hp
-        )
-        critic_grads, critic_info = jax.grad(critic_loss, has_aux=True)(
-            params.critic, mb, targets, hp
-        )
-        actor_grads, critic_grads = pmean((actor_grads, critic_grads))
-        a_updates, actor_os = actor_opt.update(actor_grads, actor_os, params.actor)
-        c_updates, critic_os = critic_opt.update(critic_grads, critic_os, params.critic)
-        a_updates = jax.tree.map(lambda u: u * hp.actor_lr, a_updates)
-        c_updates = jax.tree.map(lambda u: u * hp.critic_lr, c_updates)
-        params = ActorCriticParams(
-            optax.apply_updates(params.actor, a_updates),
-            optax.apply_updates(params.critic, c_updates),
-        )
-        info = {
-            **actor_info,
-            **critic_info,
-            "actor_grad_norm": optax.tree.norm(actor_grads),
-            "critic_grad_norm": optax.tree.norm(critic_grads),
-        }
-        return (params, actor_os, critic_os), info
-
-    def one_update(state: LearnerState, hp: Hyperparams) -> tuple[LearnerState, dict[str, Array]]:
-        key, rollout_key, epoch_key = jax.random.split(state.key, 3)
-        env_state, traj = rollout(state, rollout_key)
-        stats = state.obs_stats
-        assert traj.next_obs is not None
-        next_values = network.value(
-            state.params.critic, norm(stats, _flatten_time(traj.next_obs))
-        ).reshape(traj.value.shape)
-        advantages, targets = truncated_gae(
-            traj.reward * hp.reward_scale,
-            traj.value,
-            next_values,
-            traj.terminated,
-            traj.truncated,
-            gamma=hp.gamma,
-            gae_lambda=hp.gae_lambda,
-        )
-        if cfg.standardize_advantages:
-            mean = pmean(jnp.mean(advantages))
-            var = pmean(jnp.mean(jnp.square(advantages - mean)))
-            advantages = (advantages - mean) / jnp.sqrt(var + 1e-8)
-        if cfg.normalize_observations:  # after learning on this batch with the acting statistics
-            assert traj.raw_obs is not None
-            stats = obs_norm.update(stats, traj.raw_obs, axis_name=axis_name)
-        batch = jax.tree.map(
-            _flatten_time, (traj._replace(raw_obs=None, next_obs=None), advantages, targets)
-        )
-
-        def epoch(carry, k):
-            # One sort of random 32-bit keys (ties, rare, keep index order): a permutation, at
-            # half the cost of `jax.random.permutation`'s two rounds at these sizes.
-            perm = jnp.argsort(jax.random.bits(k, (cfg.batch_size,)))
-            shuffled = jax.tree.map(
-                lambda x: jnp.take(x, perm, axis=0).reshape(
-                    (cfg.num_minibatches, cfg.minibatch_size, *x.shape[1:])
-                ),
-                batch,
-            )
-            return jax.lax.scan(functools.partial(minibatch_step, hp=hp), carry, shuffled)
-
-        (params, actor_os, critic_os), info = jax.lax.scan(
-            epoch,
-            (state.params, state.actor_opt_state, state.critic_opt_state),
-            jax.random.split(epoch_key, cfg.epochs),
-        )
-        done = (traj.terminated | traj.truncated).astype(jnp.float32)
-        episodes = pmean(jnp.sum(done))  # per device: may be a fraction, e.g. 1 of 4 devices
-
-        def per_episode(total: Array) -> Array:
-            return jnp.where(episodes > 0, total / jnp.where(episodes > 0, episodes, 1.0), 0.0)
-
-        metrics = {k: pmean(jnp.mean(v)) for k, v in info.items()}
-        metrics.update(
-            episodes=episodes,
-            episode_return=per_episode(pmean(jnp.sum(done * traj.episode_return))),
-            episode_length=per_episode(pmean(jnp.sum(done * traj.episode_length))),
-            value_mean=pmean(jnp.mean(traj.value)),
-        )
-        new = LearnerState(
-            params=params,
-            actor_opt_state=actor_os,
-            critic_opt_state=critic_os,
-            obs_stats=stats,
-            env_state=env_state,
-            key=key,
-            update_step=state.update_step + 1,
-        )
-        return new, metrics
-
-    def update(
-        state: LearnerState, hyperparams: Hyperparams | None = None
-    ) -> tuple[LearnerState, dict[str, Array]]:
-        hp = default_hp if hyperparams is None else hyperparams
-        return jax.lax.scan(lambda s, _: one_update(s, hp), state, None, cfg.num_updates_per_eval)
-
-    # ----------------------------------------------------------------------------- evaluate
-
-    def evaluate(
-        params: ActorCriticParams,
-        obs_stats: obs_norm.RunningStats,
-        key: PRNGKey,
-        *,
-        num_episodes: int | None = None,
-    ) -> dict[str, Array]:
-        n = cfg.eval_episodes if num_episodes is None else int(num_episodes)
-        init_key, run_key = jax.random.split(key)
-        states, md = jax.vmap(env.init)(jax.random.split(init_key, n))
-        zeros = jnp.zeros((n,), jnp.float32)
-        done0 = md.terminated | md.truncated
-
-        def cond(carry):
-            _, _, _, done, t, _ = carry
-            return (t < cfg.eval_max_steps) & ~jnp.all(done)
-
-        def body(carry):
-            states, ret, length, done, t, k = carry
-            k, ka, ks = jax.random.split(k, 3)
-            mask = None if continuous else jax.vmap(env.metadata)(states).action_mask
-            obs = jax.vmap(env.observe)(states)
-            action = act(params, obs_stats, obs, ka, greedy=cfg.eval_greedy, action_mask=mask)
-            states, md = jax.vmap(env.step)(states, action, jax.random.split(ks, n))
-            live = ~done
-            ret = ret + jnp.where(live, md.rewards[:, 0], 0.0)
-            length = length + live.astype(jnp.int32)
-            done = done | md.terminated | md.truncated
-            return states, ret, length, done, t + 1, k
-
-        _, ret, length, done, _, _ = jax.lax.while_loop(
-            cond, body, (states, zeros, jnp.zeros((n,), jnp.int32), done0, jnp.int32(0), run_key)
-        )
-        length = length.astype(jnp.float32)
-        return {
-            "return_mean": jnp.mean(ret),
-            "return_std": jnp.std(ret),
-            "return_min": jnp.min(ret),
-            "return_max": jnp.max(ret),
-            "length_mean": jnp.mean(length),
-            # episodes that ended within `eval_max_steps`; the others' returns are partial
-            "finished": jnp.mean(done.astype(jnp.float32)),
-        }
-
+    config, env = validate_ppo_args(config, env, overrides)
+    spec = make_learner_spec(config, env, axis_name=axis_name)
     return PPO(
-        init=init,
-        update=update,
-        evaluate=evaluate,
-        act=act,
-        network=network,
+        init=functools.partial(init, spec),
+        update=functools.partial(update, spec),
+        evaluate=functools.partial(evaluate, spec),
+        act=functools.partial(act, spec),
+        network=spec.network,
         env=env,
-        config=cfg,
-        hyperparams=default_hp,
-    )
-
-
-def absolute_evaluate(ppo: PPO) -> Callable[..., dict[str, Array]]:
-    """`evaluate` with `absolute_eval_factor` times as many episodes (for the best parameters)."""
-    return functools.partial(
-        ppo.evaluate, num_episodes=ppo.config.eval_episodes * ppo.config.absolute_eval_factor
+        config=config,
+        hyperparams=hyperparams_of(config),
     )

@@ -21,7 +21,7 @@ from tests.search.helpers import (
     uniform_eval_fn,
 )
 from turbozero import envs
-from turbozero.search import compiler_options, gumbel, make_search, muzero_puct, puct
+from turbozero.search import SpeedPaths, compiler_options, gumbel, make_search, muzero_puct, puct
 from turbozero.types import StepMetadata
 
 SELECTORS = {
@@ -653,11 +653,9 @@ def test_states_with_typed_keys_are_stored_unpacked():
 
 
 @pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
-def test_walk_compaction_changes_no_result(connect_four, monkeypatch, name):
+def test_walk_compaction_changes_no_result(connect_four, name):
     """Batches of 32 games finish their deep walks in 8 gathered lanes: same trees and outputs
     as the plain batch-synchronous walk, full trees included."""
-    import turbozero.search.search as search_module
-
     B = 32
     keys = jax.random.split(jax.random.PRNGKey(5), B)
 
@@ -673,34 +671,41 @@ def test_walk_compaction_changes_no_result(connect_four, monkeypatch, name):
     params = linear_params(connect_four, 3)
     rule = RULES[name]()
 
-    def run():
+    def run(speed):
         s = make_search(
-            connect_four, linear_eval_fn(7), selector=rule, num_simulations=48, max_nodes=40
+            connect_four,
+            linear_eval_fn(7),
+            selector=rule,
+            num_simulations=48,
+            max_nodes=40,
+            speed=speed,
         )
         search = jax.jit(s.search)
         args = (s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
         return search(*args), search.lower(*args).as_text()
 
-    (tree_a, out_a), text_a = run()
-    monkeypatch.setattr(search_module, "COMPACT_MIN_LANES", 10**9)  # compaction off
-    (tree_b, out_b), text_b = run()
+    (tree_a, out_a), text_a = run(SpeedPaths())
+    (tree_b, out_b), text_b = run(SpeedPaths(compact_walks=False, compact_root_evaluations=False))
     assert text_a != text_b  # two different programs were compared
     assert int(jnp.max(out_a.max_depth)) >= 3  # deep walks happened
     assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
 
 
-def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, monkeypatch):
+def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four):
     """With 64 games, up to 8 empty trees are evaluated as a batch of 8 (more: all 64)."""
-    import turbozero.search.search as search_module
-
     B = 64
     states = play(connect_four, [3, 3], batch=B)
     params = linear_params(connect_four, 4)
     done = jnp.arange(B) % 16 == 3  # four games restart
 
-    def run():
+    def run(speed):
         s = make_search(
-            connect_four, linear_eval_fn(7), selector=puct(), num_simulations=16, max_nodes=64
+            connect_four,
+            linear_eval_fn(7),
+            selector=puct(),
+            num_simulations=16,
+            max_nodes=64,
+            speed=speed,
         )
         search = jax.jit(s.search)
         tree, out = search(s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
@@ -711,9 +716,8 @@ def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, 
         args = (tree, params, nxt, jax.random.PRNGKey(2), 1.0)
         return search(*args), search.lower(*args).as_text()
 
-    (tree_a, out_a), text_a = run()
-    monkeypatch.setattr(search_module, "COMPACT_MIN_LANES", 10**9)  # every root evaluated
-    (tree_b, out_b), text_b = run()
+    (tree_a, out_a), text_a = run(SpeedPaths())
+    (tree_b, out_b), text_b = run(SpeedPaths(compact_root_evaluations=False))
     assert text_a != text_b  # two different programs were compared
     for a, b in zip(
         jax.tree.leaves((tree_a, out_a)), jax.tree.leaves((tree_b, out_b)), strict=True
@@ -722,27 +726,29 @@ def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four, 
     np.testing.assert_array_equal(np.asarray(out_a.visit_counts), np.asarray(out_b.visit_counts))
 
 
-def test_step_outputs_computed_once_change_no_result(connect_four, monkeypatch):
+def test_step_outputs_computed_once_change_no_result(connect_four):
     """The conditional that keeps XLA:CPU from recomputing the expansion's step in every consumer
     is in the compiled search (on CPU only), and the trees and outputs equal those without it."""
-    import turbozero.search.search as search_module
-
     B = 16
     states = play(connect_four, [3, 2], batch=B)
     params = linear_params(connect_four, 4)
 
-    def run():
+    def run(speed):
         s = make_search(
-            connect_four, linear_eval_fn(7), selector=puct(), num_simulations=24, max_nodes=32
+            connect_four,
+            linear_eval_fn(7),
+            selector=puct(),
+            num_simulations=24,
+            max_nodes=32,
+            speed=speed,
         )
         search = jax.jit(s.search)
         args = (s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
         text = search.lower(*args).compile().as_text()
         return search(*args), text.count("conditional(")
 
-    (tree_a, out_a), conds_a = run()
-    monkeypatch.setattr(search_module, "computed_once", lambda x, always_true: x)
-    (tree_b, out_b), conds_b = run()
+    (tree_a, out_a), conds_a = run(SpeedPaths())
+    (tree_b, out_b), conds_b = run(SpeedPaths(step_buffers=False))
     assert conds_a == conds_b + (1 if jax.default_backend() == "cpu" else 0)
     assert_same_pytrees((tree_a, out_a), (tree_b, out_b))
 

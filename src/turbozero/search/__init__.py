@@ -5,6 +5,8 @@ from turbozero.search.puct import muzero_puct, puct
 from turbozero.search.search import (
     Search,
     SearchOutput,
+    SearchSpec,
+    SpeedPaths,
     compiler_options,
     make_search,
     shard_search,
@@ -17,7 +19,9 @@ __all__ = [
     "NodeView",
     "Search",
     "SearchOutput",
+    "SearchSpec",
     "Selector",
+    "SpeedPaths",
     "Tree",
     "advance_trees",
     "compiler_options",

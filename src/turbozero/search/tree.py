@@ -242,6 +242,57 @@ class Tree(struct.Struct):
         return self.node[..., N_TERMINAL] > 0
 
 
+class Links(NamedTuple):
+    """The `links` row of one node per game, by name (each `[L]` int32)."""
+
+    parent: Array  # NO_CHILD for a root
+    action: Array  # the action from the parent
+    player: Array  # player to move at the node
+    parent_player: Array  # player to move at the parent
+
+
+class NodeInfo(NamedTuple):
+    """The `node` row of one node per game, by name."""
+
+    raw_value: Array  # [L] the network's value for the player to move (0 at terminal nodes)
+    terminal: Array  # [L] bool: the game is over at the node
+    reward: Array  # [L, P] the rewards received on the edge into the node
+
+
+def read_links(tree: Tree, flat: Array) -> Links:
+    """The links of the nodes at `flat [L]` (`b * N + node`): one gather."""
+    row = gather_rows(tree.links, flat)
+    return Links(row[:, L_PARENT], row[:, L_ACTION], row[:, L_PLAYER], row[:, L_PARENT_PLAYER])
+
+
+def read_info(tree: Tree, flat: Array) -> NodeInfo:
+    """The info of the nodes at `flat [L]`: one gather."""
+    row = gather_rows(tree.node, flat)
+    return NodeInfo(row[:, N_RAW], row[:, N_TERMINAL] > 0, row[:, N_REWARD:])
+
+
+def links_row(links: Links) -> Array:
+    """`[L, 4]` int32: `links` packed as stored."""
+    return jnp.stack([links.parent, links.action, links.player, links.parent_player], axis=-1)
+
+
+def info_row(raw_value: Array, terminal: Array, reward: Array) -> Array:
+    """`[L, 2 + P]` float32: a node's info packed as stored (`terminal` as 0/1)."""
+    head = jnp.stack([raw_value, terminal.astype(jnp.float32)], axis=-1)
+    return jnp.concatenate([head, reward.astype(jnp.float32)], axis=-1)
+
+
+def edge_rows(probs: Array, children: Array, prior: Array) -> Array:
+    """`[L, 3, A]` float32: a node's edges packed as stored (children as float32)."""
+    return jnp.stack([probs, children.astype(jnp.float32), prior], axis=1)
+
+
+def one_visit(value: Array) -> Array:
+    """`[L, 2]`: the statistics one visit adds (a count of 1 and its return `value [L]`), for
+    `node_stats` (`S_VISITS, S_VALUE`) and `edge_stats` (`E_VISITS, E_VALUE`) alike."""
+    return jnp.stack([jnp.ones_like(value), value], axis=-1)
+
+
 def gather_rows(x: Array, flat: Array) -> Array:
     """`x [B, N, ...]` at rows `flat [L]` of its `[B * N]` flattening (`b * N + node`): `[L, ...]`.
 

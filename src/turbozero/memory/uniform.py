@@ -16,6 +16,7 @@ Shape letters: `C` capacity, `T` transitions per `add`, `S` batch size, `...` on
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -61,8 +62,131 @@ class UniformBuffer(NamedTuple):
     ]
 
 
+def validate_uniform_buffer_args(*, capacity: int) -> int:
+    """`capacity` checked (an int >= 1).
+
+    Raises:
+        ValueError: `capacity` is out of range.
+    """
+    return check_count("capacity", capacity, low=1)
+
+
+def init(sample_transition: PyTree, *, capacity: int) -> UniformBufferState:
+    """An empty buffer of `capacity` slots shaped like `sample_transition` (one transition)."""
+    data = jax.tree.map(
+        lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.result_type(x)), sample_transition
+    )
+    return UniformBufferState(data=data, position=jnp.int32(0), size=jnp.int32(0))
+
+
+def validate_add_args(state: UniformBufferState, transitions: PyTree, *, capacity: int) -> int:
+    """Check that `transitions` is a batch `[T, ...]` of the stored structure, shapes and dtypes,
+    with `1 <= T <= capacity`, and return `T`.
+
+    Raises:
+        ValueError: naming the leaf and what was expected.
+    """
+    stored_def = jax.tree.structure(state.data)
+    given_def = jax.tree.structure(transitions)
+    if given_def != stored_def:  # type: ignore[operator]
+        raise ValueError(
+            f"transitions must have the structure of the sample transition given to init: "
+            f"expected {stored_def}, got {given_def}"
+        )
+    num = None
+    for (path, stored), given in zip(
+        jax.tree_util.tree_flatten_with_path(state.data)[0],
+        jax.tree.leaves(transitions),
+        strict=True,
+    ):
+        where = jax.tree_util.keystr(path) or "transitions"
+        shape = tuple(jnp.shape(given))
+        if len(shape) != stored.ndim or shape[1:] != stored.shape[1:]:
+            raise ValueError(
+                f"transition leaf {where} must have shape [T, *{stored.shape[1:]}] (a batch of "
+                f"the sample transition's shape), got {shape}"
+            )
+        if jnp.result_type(given) != stored.dtype:
+            raise ValueError(
+                f"transition leaf {where} must have dtype {stored.dtype} like the sample "
+                f"transition, got {jnp.result_type(given)}"
+            )
+        if num is None:
+            num = shape[0]
+        elif shape[0] != num:
+            raise ValueError(
+                f"all transition leaves must share the leading size T, got {num} and "
+                f"{shape[0]} (leaf {where})"
+            )
+    if num is None or num < 1:
+        raise ValueError("add needs at least one transition (T >= 1)")
+    if num > capacity:
+        raise ValueError(f"cannot add T={num} transitions to a buffer of capacity {capacity}")
+    return num
+
+
+def add(state: UniformBufferState, transitions: PyTree, *, capacity: int) -> UniformBufferState:
+    """Write `transitions` (leaves `[T, ...]`) at the ring position, overwriting the oldest."""
+    num = jax.tree.leaves(transitions)[0].shape[0]
+    index = (state.position + jnp.arange(num)) % capacity
+    data = jax.tree.map(lambda buf, x: buf.at[index].set(x), state.data, transitions)
+    return state.replace(
+        data=data,
+        position=(state.position + num) % capacity,
+        size=jnp.minimum(state.size + num, capacity),
+    )
+
+
+def validate_sample_args(state: UniformBufferState, batch_size: int) -> int:
+    """`batch_size` checked (>= 1), and a concrete buffer checked to be non-empty.
+
+    Raises:
+        ValueError: `batch_size` out of range, or the buffer is empty (outside `jit`).
+    """
+    batch_size = check_count("batch_size", batch_size, low=1)
+    if not isinstance(state.size, jax.core.Tracer) and int(state.size) == 0:
+        raise ValueError("sample called on an empty buffer: add transitions first")
+    return batch_size
+
+
+def sample(
+    state: UniformBufferState, batch_size: int, key: PRNGKey
+) -> tuple[UniformBufferState, PyTree]:
+    """`batch_size` filled slots drawn uniformly with replacement (leaves `[S, ...]`); an empty
+    buffer under `jit` gives a poisoned batch (NaN floats, zero integers)."""
+    filled = state.size > 0
+    index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
+
+    def gather(leaf: Array) -> Array:
+        picked = leaf[index]
+        poison = jnp.nan if jnp.issubdtype(leaf.dtype, jnp.inexact) else 0
+        return jnp.where(filled, picked, jnp.full_like(picked, poison))
+
+    return state, jax.tree.map(gather, state.data)
+
+
+def _checked_add(
+    state: UniformBufferState, transitions: PyTree, *, capacity: int
+) -> UniformBufferState:
+    validate_add_args(state, transitions, capacity=capacity)
+    return add(state, transitions, capacity=capacity)
+
+
+def _checked_sample(
+    state: UniformBufferState, batch_size: int, key: PRNGKey
+) -> tuple[UniformBufferState, PyTree]:
+    return sample(state, validate_sample_args(state, batch_size), key)
+
+
+def _add_and_sample(
+    state: UniformBufferState, transitions: PyTree, batch_size: int, key: PRNGKey, *, capacity: int
+) -> tuple[UniformBufferState, PyTree]:
+    return _checked_sample(_checked_add(state, transitions, capacity=capacity), batch_size, key)
+
+
 def make_uniform_buffer(*, capacity: int) -> UniformBuffer:
-    """Builds a ring buffer of `capacity` transitions.
+    """Builds a ring buffer of `capacity` transitions: validates and binds the functions above
+    (their argument checks run first, outside `jit`'s traced values).
 
     Args:
         capacity: `C`, transitions held, >= 1.
@@ -85,79 +209,10 @@ def make_uniform_buffer(*, capacity: int) -> UniformBuffer:
         >>> batch["x"].shape
         (3,)
     """
-    capacity = check_count("capacity", capacity, low=1)
-
-    def init(sample_transition: PyTree) -> UniformBufferState:
-        data = jax.tree.map(
-            lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.result_type(x)), sample_transition
-        )
-        return UniformBufferState(data=data, position=jnp.int32(0), size=jnp.int32(0))
-
-    def add(state: UniformBufferState, transitions: PyTree) -> UniformBufferState:
-        stored_def = jax.tree.structure(state.data)
-        given_def = jax.tree.structure(transitions)
-        if given_def != stored_def:  # type: ignore[operator]
-            raise ValueError(
-                f"transitions must have the structure of the sample transition given to init: "
-                f"expected {stored_def}, got {given_def}"
-            )
-        num = None
-        for (path, stored), given in zip(
-            jax.tree_util.tree_flatten_with_path(state.data)[0],
-            jax.tree.leaves(transitions),
-            strict=True,
-        ):
-            where = jax.tree_util.keystr(path) or "transitions"
-            shape = tuple(jnp.shape(given))
-            if len(shape) != stored.ndim or shape[1:] != stored.shape[1:]:
-                raise ValueError(
-                    f"transition leaf {where} must have shape [T, *{stored.shape[1:]}] (a batch of "
-                    f"the sample transition's shape), got {shape}"
-                )
-            if jnp.result_type(given) != stored.dtype:
-                raise ValueError(
-                    f"transition leaf {where} must have dtype {stored.dtype} like the sample "
-                    f"transition, got {jnp.result_type(given)}"
-                )
-            if num is None:
-                num = shape[0]
-            elif shape[0] != num:
-                raise ValueError(
-                    f"all transition leaves must share the leading size T, got {num} and "
-                    f"{shape[0]} (leaf {where})"
-                )
-        if num is None or num < 1:
-            raise ValueError("add needs at least one transition (T >= 1)")
-        if num > capacity:
-            raise ValueError(f"cannot add T={num} transitions to a buffer of capacity {capacity}")
-
-        index = (state.position + jnp.arange(num)) % capacity
-        data = jax.tree.map(lambda buf, x: buf.at[index].set(x), state.data, transitions)
-        return state.replace(
-            data=data,
-            position=(state.position + num) % capacity,
-            size=jnp.minimum(state.size + num, capacity),
-        )
-
-    def sample(
-        state: UniformBufferState, batch_size: int, key: PRNGKey
-    ) -> tuple[UniformBufferState, PyTree]:
-        batch_size = check_count("batch_size", batch_size, low=1)
-        if not isinstance(state.size, jax.core.Tracer) and int(state.size) == 0:
-            raise ValueError("sample called on an empty buffer: add transitions first")
-        filled = state.size > 0
-        index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
-
-        def gather(leaf: Array) -> Array:
-            picked = leaf[index]
-            poison = jnp.nan if jnp.issubdtype(leaf.dtype, jnp.inexact) else 0
-            return jnp.where(filled, picked, jnp.full_like(picked, poison))
-
-        return state, jax.tree.map(gather, state.data)
-
-    def add_and_sample(
-        state: UniformBufferState, transitions: PyTree, batch_size: int, key: PRNGKey
-    ) -> tuple[UniformBufferState, PyTree]:
-        return sample(add(state, transitions), batch_size, key)
-
-    return UniformBuffer(init=init, add=add, sample=sample, add_and_sample=add_and_sample)
+    capacity = validate_uniform_buffer_args(capacity=capacity)
+    return UniformBuffer(
+        init=functools.partial(init, capacity=capacity),
+        add=functools.partial(_checked_add, capacity=capacity),
+        sample=_checked_sample,
+        add_and_sample=functools.partial(_add_and_sample, capacity=capacity),
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,12 @@ class Env:
             dimension) and report an all-True ``action_mask`` of that length.
         action_low, action_high: for continuous spaces, the bounds of each action component
             (floats or arrays broadcastable to ``action_shape``); None when unbounded or discrete.
+        action_components: for a discrete space that is a product of choices (jumanji's
+            ``MultiDiscreteArray``, e.g. Minesweeper's ``[row, col]``), the size of each
+            component; the flat index is row-major,
+            ``jnp.ravel_multi_index(components, action_components)``, and
+            ``num_actions == prod(action_components)``. None for a plain discrete or a continuous
+            space.
     """
 
     name: str
@@ -60,6 +67,7 @@ class Env:
     action_shape: tuple[int, ...] | None = None
     action_low: Any = None
     action_high: Any = None
+    action_components: tuple[int, ...] | None = None
 
     @property
     def continuous(self) -> bool:
@@ -79,6 +87,16 @@ class Env:
         ):
             raise ValueError(
                 f"num_actions must be an int >= 1, got {self.num_actions!r} for {self.name!r}"
+            )
+        if self.action_components is not None and (
+            self.continuous
+            or not self.action_components
+            or math.prod(self.action_components) != self.num_actions
+        ):
+            raise ValueError(
+                f"action_components={self.action_components!r} must be the component sizes of "
+                f"a discrete action space, whose product is num_actions={self.num_actions}, "
+                f"for {self.name!r}"
             )
         for fn_name in ("init", "step", "observe", "metadata"):
             if not callable(getattr(self, fn_name)):

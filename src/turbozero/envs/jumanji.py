@@ -17,11 +17,25 @@ with flat `(D,)` actions (reshaped to the spec's shape before stepping).
 jumanji marks the last step with `step_type == LAST`; a zero discount means termination, a non-zero
 one truncation (a time limit). As with the other adapters, a finished episode stays frozen with zero
 reward until the caller resets it.
+
+jumanji keeps its randomness in the state (a `key` field), so `step` ignores the key it is given.
+The games in `DETERMINISTIC` draw nothing from that key after `reset` and are marked
+`Env.deterministic` (subtree reuse); the others (2048's new tiles, Tetris's pieces, Snake's fruit,
+...) are not. Either way a search that steps the true state sees what the player would not: the
+draws its key will make, and hidden parts of the state such as Minesweeper's mines.
+
+A `reward_fn` replaces the environment's reward: `reward_fn(state, action, next_state)`, or
+jumanji's own `RewardFn` convention `reward_fn(state, action)` (the state before the move, as
+the user's Minesweeper notebook wrote it), on jumanji's states and its (unflattened) action.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import math
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +45,110 @@ from jax.typing import ArrayLike
 from turbozero import struct
 from turbozero.envs.core import Env, check_discrete_action, hold_finished
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
+
+#: jumanji ids whose `step` draws nothing from the state's key (randomness at reset only):
+#: marked `Env.deterministic`, each checked by a test that changes the key held in the state.
+#: Not marked: Game2048, Tetris, Snake, PacMan, MMST and RobotWarehouse (their steps split the
+#: state's key), and Sokoban (deterministic, but its levels are downloaded: not tested here).
+DETERMINISTIC = frozenset(
+    {
+        "BinPack-v2",
+        "CVRP-v1",
+        "Cleaner-v0",
+        "FlatPack-v0",
+        "GraphColoring-v1",
+        "Knapsack-v1",
+        "Maze-v0",
+        "Minesweeper-v0",
+        "RubiksCube-partly-scrambled-v0",
+        "RubiksCube-v0",
+        "SlidingTilePuzzle-v0",
+        "Sudoku-v0",
+        "Sudoku-very-easy-v0",
+        "TSP-v1",
+    }
+)
+
+#: `reward_fn(state, action, next_state) -> []` or `reward_fn(state, action) -> []`, on jumanji's
+#: states and action
+RewardFn = Callable[..., Array]
+
+
+def uncovered_share(state: Any, action: Array, next_state: Any) -> Array:
+    """Minesweeper: the share of the board's cells uncovered after the move, a mine not counted.
+
+    The user's notebook rewards every move with the share of the board uncovered; its version
+    reads the board before the move and also leaves out the cells showing 1 (jumanji's
+    `IS_MINE` constant is 1, a neighbour count on the board, not a mine marker). A solved 10x10
+    board with 10 mines has earned ``sum(k / 100 for k in 1..90) = 40.95``.
+    """
+    del state, action
+    board = next_state.board
+    mines = jnp.zeros(board.size, jnp.bool_).at[next_state.flat_mine_locations].set(True)
+    uncovered = (jnp.ravel(board) >= 0) & ~mines  # (UNEXPLORED_ID is -1)
+    return jnp.sum(uncovered, dtype=jnp.float32) / board.size
+
+
+#: rewards a config can name (configs are JSON); anything else as ``"package.module:function"``
+REWARDS: dict[str, RewardFn] = {"uncovered_share": uncovered_share}
+
+
+def resolve_reward_fn(reward_fn: RewardFn | str) -> tuple[RewardFn, int]:
+    """The reward function `reward_fn` names and how many arguments it takes (2 or 3).
+
+    Args:
+        reward_fn: a callable, a name in `REWARDS`, or ``"package.module:function"``.
+
+    Raises:
+        ValueError: for an unknown name, a module or attribute that cannot be imported, an
+            object that is not callable, or a function taking neither 2 nor 3 arguments.
+    """
+    fn: Any = reward_fn
+    if isinstance(reward_fn, str):
+        if reward_fn in REWARDS:
+            fn = REWARDS[reward_fn]
+        elif ":" in reward_fn:
+            module_name, _, qualname = reward_fn.partition(":")
+            try:
+                fn = importlib.import_module(module_name)
+                for part in qualname.split("."):
+                    fn = getattr(fn, part)
+            except (ImportError, AttributeError) as e:
+                raise ValueError(
+                    f"reward_fn {reward_fn!r} cannot be imported ({type(e).__name__}: {e}); "
+                    f"give 'package.module:function' of an importable module"
+                ) from None
+        else:
+            raise ValueError(
+                f"unknown reward_fn {reward_fn!r}: registered ones are {sorted(REWARDS)}; "
+                f"a function of your own as 'package.module:function'"
+            )
+    if not callable(fn):
+        raise ValueError(f"reward_fn must be callable, got {type(fn).__name__} ({reward_fn!r})")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # (no signature to read: a builtin; take the general form)
+        return fn, 3
+    required = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(required) >= 3:
+        return fn, 3
+    if len(required) == 2:
+        return fn, 2
+    raise ValueError(
+        f"reward_fn {reward_fn!r} takes {len(required)} positional argument(s); it must take "
+        f"(state, action, next_state) or jumanji's (state, action)"
+    )
+
+
+def _three_argument_reward(reward_fn: RewardFn | str) -> Callable[[PyTree, Array, PyTree], Array]:
+    """`reward_fn` resolved and called as ``(state, action, next_state) -> float32 []``."""
+    fn, arity = resolve_reward_fn(reward_fn)
+
+    def reward(state: PyTree, action: Array, next_state: PyTree) -> Array:
+        args = (state, action, next_state)[:arity]
+        return jnp.asarray(fn(*args), jnp.float32)
+
+    return reward
 
 
 @struct.dataclass
@@ -62,11 +180,16 @@ def _split_observation(obs: PyTree) -> tuple[list[Array], Array | None]:
     return leaves, mask
 
 
-def make_jumanji(name: str) -> Env:
+def make_jumanji(name: str, *, reward_fn: RewardFn | str | None = None) -> Env:
     """A jumanji environment by its registered id (``"Snake-v1"``, ``"Minesweeper-v0"``, ...).
 
     Args:
         name: the id given to `jumanji.make`.
+        reward_fn: replaces the environment's reward: a function
+            ``reward_fn(state, action, next_state) -> reward`` or ``reward_fn(state, action)``
+            (jumanji's `RewardFn`, given the state before the move), of jumanji's states and its
+            action (Minesweeper's ``[row, col]``), returning a scalar; or its name in `REWARDS`
+            (``"uncovered_share"``) or ``"package.module:function"``. None: jumanji's reward.
 
     Returns:
         A one-player `Env` named ``"jumanji:<name>"`` whose states are `JumanjiState` and whose
@@ -75,8 +198,9 @@ def make_jumanji(name: str) -> Env:
     Raises:
         ImportError: when jumanji is not installed.
         ValueError: for an unknown id, an unsupported action spec, more joint actions than an
-            int32 index holds, rewards per agent, or an action mask of a size the adapter
-            cannot read.
+            int32 index holds, rewards per agent, an action mask of a size the adapter
+            cannot read, or a `reward_fn` that cannot be found or called (see
+            `resolve_reward_fn`) or does not return one number for this game.
     """
     try:
         import jumanji
@@ -92,6 +216,7 @@ def make_jumanji(name: str) -> Env:
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
         hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ValueError(f"unknown jumanji environment {name!r}.{hint}")
+    reward_of = None if reward_fn is None else _three_argument_reward(reward_fn)
     env = jumanji.make(name)
     reward_shape = tuple(int(d) for d in getattr(env.reward_spec, "shape", ()))
     if reward_shape != ():
@@ -155,11 +280,11 @@ def make_jumanji(name: str) -> Env:
             + "; the adapter cannot tell which moves are legal"
         )
 
-    def _metadata(ts, mask: Array, step: ArrayLike) -> StepMetadata:
+    def _metadata(ts, mask: Array, step: ArrayLike, reward: ArrayLike) -> StepMetadata:
         last = ts.last()
         terminated = last & (ts.discount == 0)
         return StepMetadata(
-            rewards=jnp.reshape(jnp.asarray(ts.reward, jnp.float32), (1,)),
+            rewards=jnp.reshape(jnp.asarray(reward, jnp.float32), (1,)),
             action_mask=mask,
             terminated=jnp.asarray(terminated, jnp.bool_),
             cur_player_id=jnp.int32(0),
@@ -170,12 +295,8 @@ def make_jumanji(name: str) -> Env:
     def init(key: PRNGKey) -> tuple[JumanjiState, StepMetadata]:
         inner, ts = env.reset(key)
         obs, mask = _flatten(ts.observation)
-        md = _metadata(ts, mask, 0)
-        md = md.replace(
-            rewards=jnp.zeros((1,), jnp.float32),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-        )
+        md = _metadata(ts, mask, 0, 0.0)
+        md = md.replace(terminated=jnp.bool_(False), truncated=jnp.bool_(False))
         return JumanjiState(inner, obs, md), md
 
     def _env_action(action: Array) -> Array:
@@ -190,10 +311,12 @@ def make_jumanji(name: str) -> Env:
 
     def step(state: JumanjiState, action: Array, key: PRNGKey) -> tuple[JumanjiState, StepMetadata]:
         del key  # jumanji draws its randomness from the state
-        inner, ts = env.step(state.inner, _env_action(action))
+        env_action = _env_action(action)
+        inner, ts = env.step(state.inner, env_action)
+        reward = ts.reward if reward_of is None else reward_of(state.inner, env_action, inner)
         obs, mask = _flatten(ts.observation)
         old = state.metadata
-        md = _metadata(ts, mask, old.step + 1)
+        md = _metadata(ts, mask, old.step + 1, reward)
         stepped = JumanjiState(inner, obs, md)
         new = hold_finished(state, stepped)
         return new, new.metadata
@@ -208,6 +331,8 @@ def make_jumanji(name: str) -> Env:
         int(d)
         for d in jax.eval_shape(lambda k: init(k)[0].observation, jax.random.PRNGKey(0)).shape
     )
+    if reward_of is not None:
+        _check_reward(name, reward_fn, init, _env_action, reward_of, action_shape)
     return Env(
         name=f"jumanji:{name}",
         num_players=1,
@@ -217,9 +342,42 @@ def make_jumanji(name: str) -> Env:
         step=step,
         observe=observe,
         metadata=metadata,
-        deterministic=False,
+        deterministic=name in DETERMINISTIC,
         raw=env,
         action_shape=action_shape,
         action_low=low,
         action_high=high,
+        action_components=multi,
     )
+
+
+def _check_reward(
+    name: str,
+    reward_fn: Any,
+    init: Callable[[PRNGKey], tuple[JumanjiState, StepMetadata]],
+    env_action: Callable[[Array], Array],
+    reward: Callable[[PyTree, Array, PyTree], Array],
+    action_shape: tuple[int, ...] | None,
+) -> None:
+    """A `ValueError` unless `reward_fn` traces on this game's states and returns one number
+    (shapes only: nothing is computed)."""
+
+    def first_reward(key: PRNGKey) -> Array:
+        state, _ = init(key)
+        if action_shape is None:
+            action = env_action(jnp.int32(0))
+        else:
+            action = env_action(jnp.zeros(action_shape, jnp.float32))
+        return reward(state.inner, action, state.inner)
+
+    try:
+        out = jax.eval_shape(first_reward, jax.random.PRNGKey(0))
+    except Exception as e:
+        raise ValueError(
+            f"reward_fn {reward_fn!r} fails on jumanji:{name}'s states ({type(e).__name__}: {e})"
+        ) from e
+    if out.shape != ():
+        raise ValueError(
+            f"reward_fn {reward_fn!r} returns shape {out.shape} for jumanji:{name}; it must "
+            f"return one number (shape ())"
+        )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
+from typing import Any
 
 from turbozero.envs.core import Env
 from turbozero.envs.pgx import PGX_GAMES, REFUSED, make_pgx
@@ -11,17 +13,28 @@ GAMES: dict[str, str] = dict(PGX_GAMES)
 PREFIXES = ("gymnax", "jumanji", "pgx")
 
 
-def make(env_id: str) -> Env:
+def make(env_id: str, *, reward_fn: Callable[..., Any] | str | None = None) -> Env:
     """Build an environment by id.
 
     pgx games by their ids (``"connect_four"``); other libraries by prefix
     (``"gymnax:CartPole-v1"``, ``"jumanji:Minesweeper-v0"``, ``"pgx:othello"``).
 
+    Args:
+        env_id: the id.
+        reward_fn: jumanji games only: replaces the environment's reward
+            (`turbozero.envs.jumanji.make_jumanji`); None keeps it.
+
     Raises:
-        ValueError: for an unknown id (listing close matches) or an unsupported game.
+        ValueError: for an unknown id (listing close matches), an unsupported game, or a
+            `reward_fn` for a game that is not jumanji's.
     """
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env id must be a non-empty string, got {env_id!r}")
+    if reward_fn is not None and not env_id.startswith("jumanji:"):
+        raise ValueError(
+            f"reward_fn is an option of jumanji's games ('jumanji:...'), not of {env_id!r}; "
+            f"a game of your own computes its reward in its step_fn (envs.from_functions)"
+        )
     if ":" in env_id:
         prefix, rest = env_id.split(":", 1)
         if prefix == "pgx":
@@ -33,7 +46,7 @@ def make(env_id: str) -> Env:
         if prefix == "jumanji":
             from turbozero.envs.jumanji import make_jumanji
 
-            return make_jumanji(rest)
+            return make_jumanji(rest, reward_fn=reward_fn)
         raise ValueError(
             f"unknown environment library prefix {prefix!r} in {env_id!r}; known: {list(PREFIXES)}"
         )

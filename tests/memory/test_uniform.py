@@ -133,3 +133,29 @@ def test_buffer_holds_the_latest_capacity_transitions(sizes):
     stored = state.data["x"].tolist()
     for value in held:  # transition number v was written to slot v % capacity
         assert stored[value % 5] == float(value)
+
+
+def test_the_pure_functions_are_the_factorys_without_its_checks():
+    """`init`, `add` and `sample` at module level give what the factory's bound ones give; the
+    checks live in the `validate_*` functions beside them."""
+    from turbozero.memory import uniform
+
+    buffer = make_uniform_buffer(capacity=4)
+    key = jax.random.PRNGKey(3)
+    bound = buffer.init(SAMPLE)
+    plain = uniform.init(SAMPLE, capacity=4)
+    for values in ([1, 2, 3], [4, 5]):
+        bound = buffer.add(bound, transitions(values))
+        plain = uniform.add(plain, transitions(values), capacity=4)
+    _, from_bound = buffer.sample(bound, 5, key)
+    _, from_plain = uniform.sample(plain, 5, key)
+    leaves = jax.tree.leaves((bound, from_bound)), jax.tree.leaves((plain, from_plain))
+    for a, b in zip(*leaves, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert uniform.validate_add_args(plain, transitions([7, 8]), capacity=4) == 2
+    with pytest.raises(ValueError, match="capacity 4"):
+        uniform.validate_add_args(plain, transitions([1, 2, 3, 4, 5]), capacity=4)
+    with pytest.raises(ValueError, match="capacity"):
+        uniform.validate_uniform_buffer_args(capacity=0)
+    with pytest.raises(ValueError, match="empty buffer"):
+        uniform.validate_sample_args(uniform.init(SAMPLE, capacity=4), 2)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime
 import functools
 import hashlib
 import inspect
-import json
 import math
 import re
 import time
@@ -19,19 +16,22 @@ from typing import Any
 import flax.linen as nn
 import jax
 import numpy as np
-from jax.experimental import multihost_utils
 
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.evaluate import Evaluator
 from turbozero.alphazero.rebuild import record_parts
 from turbozero.alphazero.sharding import Sharder
-from turbozero.alphazero.trainer import TrainState, make_alphazero
-from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.logger import MetricsLogger, check_logging_extras
-from turbozero.io.plots import plot_run
+from turbozero.alphazero.trainer import AlphaZeroSystem, TrainState, make_alphazero
+from turbozero.io.experiment import (
+    Run,
+    agree,
+    check_same_on_every_process,
+    run_experiment,
+    stamped_run_dir,
+)
+from turbozero.io.logger import check_logging_extras
 from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
-from turbozero.io.signals import StopFlag
 from turbozero.nets import param_count
 from turbozero.runtime import configure_or_say_why
 from turbozero.search import compiler_options, tree_bytes
@@ -45,8 +45,8 @@ def _nbytes(tree: Any) -> int:
 
 
 def default_run_dir(preset: str | None) -> Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{preset or 'alphazero'}-{stamp}"
+    """`runs/PRESET-TIMESTAMP` (`runs/alphazero-TIMESTAMP` without a preset)."""
+    return stamped_run_dir(preset or ALGORITHM)
 
 
 class _CompiledAhead:
@@ -87,13 +87,6 @@ def positions_played(cfg: AlphaZeroConfig, epochs: int) -> int:
     return cfg.num_games * (cfg.warmup_steps + epochs * cfg.collection_steps_per_epoch)
 
 
-def agree(decision: bool) -> bool:
-    """Process 0's `decision`, on every process (a collective: all must call it together)."""
-    if jax.process_count() == 1:
-        return decision
-    return bool(multihost_utils.broadcast_one_to_all(np.asarray(decision)))
-
-
 #: settings a resumed run may change: where it stops and where it logs (none changes what an
 #: epoch computes)
 RESUME_MAY_CHANGE = (
@@ -103,22 +96,6 @@ RESUME_MAY_CHANGE = (
     "wandb_project",
     "eval_record_games",
 )
-
-
-def _same_on_every_process(settings: dict[str, Any]) -> None:
-    """Refuse, on every process, a run whose processes were given different settings (each
-    would compile and stop differently, and wait for the others at a collective forever)."""
-    if jax.process_count() == 1:
-        return
-    text = json.dumps(settings, sort_keys=True, default=str)
-    words = np.frombuffer(hashlib.sha256(text.encode()).digest()[:16], np.int32)
-    every = np.asarray(multihost_utils.process_allgather(words))  # [processes, 4]
-    differ = [i for i in range(every.shape[0]) if not np.array_equal(every[i], every[0])]
-    if differ:
-        raise ValueError(
-            f"process(es) {differ} were started with other settings than process 0 (config, "
-            f"--resume or the epoch count): every process of a run must run the same command"
-        )
 
 
 def _canonical(x: Any, seen: frozenset[int] = frozenset()) -> str:
@@ -188,32 +165,49 @@ def describe_parts(parts: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _open_run_dir(
-    rd: RunDir,
-    config: AlphaZeroConfig,
-    resume: bool,
-    preset: str | None,
-    parts: dict[str, str],
-    cleanup: contextlib.ExitStack,
-    recipes: dict[str, Any] | None = None,
-) -> str | None:
-    """Process 0: create or reopen the run directory, holding its lock in `cleanup`; the
-    preset name to record. Refuses an existing run without `resume`, and a resumed run of
-    another algorithm, with settings it may not change or with other `parts` (described by
-    `describe_parts`)."""
-    if resume:
-        rd.create(resume=True)
-        cleanup.enter_context(rd.lock())
-        saved = rd.read_config(ALGORITHM)
-        stored = AlphaZeroConfig.from_dict(saved["config"])
-        diff = stored.diff(config)
-        refused = {k: v for k, v in diff.items() if k not in RESUME_MAY_CHANGE}
-        if refused:
-            raise ValueError(
-                f"config differs from the run's saved config (saved, given): {refused}; a "
-                f"resumed run may change only {', '.join(RESUME_MAY_CHANGE)} (`turbozero train "
-                f"--out RUN --resume` starts from the run's own config.json)"
-            )
+class _AlphaZeroRun:
+    """AlphaZero's steps in the experiment runner (`turbozero.io.experiment.Algorithm`): an epoch
+    self-plays every game `collection_steps_per_epoch` moves on, then takes
+    `train_steps_per_epoch` gradient steps on the replay memory; an evaluation (on the config's
+    schedule) plays the network against the opponents and keeps the best one in `RUN/best`."""
+
+    name = ALGORITHM
+    resume_may_change: tuple[str, ...] = RESUME_MAY_CHANGE
+
+    def __init__(
+        self,
+        config: AlphaZeroConfig,
+        az: AlphaZeroSystem,
+        sharder: Sharder,
+        state_shape: TrainState,
+        parts: dict[str, Any],
+        recipes: dict[str, Any],
+    ):
+        self.config, self.az, self.sharder = config, az, sharder
+        self.state_shape = state_shape  # (shapes and dtypes)
+        self.parts, self.recipes = parts, recipes
+        self.env_name = az.env.name
+        self.max_wall_seconds = config.max_wall_seconds
+        self.resume_notes: Mapping[str, str] = {}
+        # process 0 decides the best network for all: a process whose evaluation came out
+        # otherwise (another device's rounding) must neither keep another best nor skip a save
+        self.evaluator = Evaluator(az, decide=agree)
+        self.eval_metrics: dict[str, Any] = {}  # the latest evaluation's
+        self.costs = {
+            "tree_bytes": tree_bytes(az.env, config.num_games, config.search.max_nodes),
+            "memory_bytes": _nbytes(self.state_shape.selfplay.memory),
+            "parameters": param_count(self.state_shape.params),
+            "positions_per_epoch": config.num_games * config.collection_steps_per_epoch,
+            "devices": sharder.num_devices,
+        }
+        self.most_sampleable, self.warned_waiting = 0, False
+
+    def record(self, saved: dict[str, Any] | None, run_dir: RunDir) -> dict[str, Any]:
+        """The parts given from Python (`describe_parts`) and their recipes (`rebuild`); a
+        resumed run must be given the parts it was trained with."""
+        parts = describe_parts(self.parts)
+        if saved is None:
+            return {"parts": parts, **({"rebuild": self.recipes} if self.recipes else {})}
         if "parts" in saved and saved["parts"] != parts:
             names = sorted(set(saved["parts"]) | set(parts))
             other = {
@@ -225,33 +219,222 @@ def _open_run_dir(
                 f"the parts given differ from those the run was trained with (saved, given): "
                 f"{other}; a resumed run must be given the same game, network and loss"
             )
-        done = [int(p.name) for p in rd.checkpoints.glob("*") if is_digits(p.name)]
-        if done and config.num_epochs < max(done):
+        done = [int(p.name) for p in run_dir.checkpoints.glob("*") if is_digits(p.name)]
+        if done and self.config.num_epochs < max(done):
             # (checked before config.json is rewritten: it would record an end already passed)
             raise ValueError(
-                f"num_epochs={config.num_epochs} is below the {max(done)} epochs this run has "
-                f"done; a resumed run can only go on (a larger num_epochs) or stop where it is"
+                f"num_epochs={self.config.num_epochs} is below the {max(done)} epochs this run "
+                f"has done; a resumed run can only go on (a larger num_epochs) or stop where it is"
             )
-        preset = saved.get("preset", preset)
-        rebuild = {**saved.get("rebuild", {}), **(recipes or {})}
-        if diff or rebuild != saved.get("rebuild", {}):  # what the run now runs with
-            updated = {**saved, "config": config.to_dict()}
-            if rebuild:
-                updated["rebuild"] = rebuild
-            rd.write_json("config.json", updated)
-        return preset
-    rd.create()
-    cleanup.enter_context(rd.lock())
-    record: dict[str, Any] = {
-        "algorithm": ALGORITHM,
-        "preset": preset,
-        "config": config.to_dict(),
-        "parts": parts,
-    }
-    if recipes:
-        record["rebuild"] = recipes
-    rd.write_json("config.json", record)
-    return preset
+        rebuild = {**saved.get("rebuild", {}), **self.recipes}
+        return {"rebuild": rebuild} if rebuild else {}
+
+    def describe(self) -> str:
+        costs = self.costs
+        return (
+            f"{costs['parameters']:,} parameters, trees {costs['tree_bytes'] / 2**20:.1f} MiB, "
+            f"memory {costs['memory_bytes'] / 2**20:.1f} MiB, {costs['positions_per_epoch']:,} "
+            f"positions/epoch, {costs['devices']} device(s)"
+        )
+
+    def start(self, run: Run) -> None:
+        cfg = self.config
+        if cfg.search.capacity_warning():
+            run.log.info(cfg.search.capacity_warning() or "")
+        self.best = run.checkpointer(run.dir.path / "best", keep=1)
+        self.initial = self.sharder.jit_init(self.az.init)(jax.random.PRNGKey(cfg.seed))
+        jit_step, shape = self.sharder.jit_step, self.state_shape
+        options = compiler_options()
+        self.collect = _CompiledAhead(jit_step(self.az.collect, shape, compiler_options=options))
+        self.train_steps = _CompiledAhead(jit_step(self.az.train_steps, shape))
+
+    def init(self) -> TrainState:
+        return self.initial
+
+    def _strip(self, state: TrainState) -> TrainState:
+        """`state` without its replay memory, unless the config saves it."""
+        if self.config.save_memory:
+            return state
+        return state.replace(selfplay=state.selfplay.replace(memory=None))
+
+    def restore_target(self, meta: dict[str, Any]) -> dict[str, Any]:
+        like = self.initial
+        return {"train": self._strip(like), **self.evaluator.like_tree(meta, like.params)}
+
+    def restored(self, run: Run, tree: dict[str, Any], meta: dict[str, Any]) -> TrainState:
+        state = tree.pop("train")
+        if not self.config.save_memory:
+            state = state.replace(
+                selfplay=state.selfplay.replace(memory=self.initial.selfplay.memory)
+            )
+            run.log.info(
+                "save_memory=false: the replay memory starts empty again, so training from "
+                "here differs from an uninterrupted run"
+            )
+        self.evaluator.restore(tree, meta)
+        self.eval_metrics = meta.get("eval", {})
+        return state
+
+    def resumed(self, run: Run, state: TrainState, epoch: int) -> None:
+        """Delete a "best" network of the epochs redone (saving that step again would fail),
+        and save the checkpoint's best network again where a crash lost it."""
+        self.best.delete_after(epoch)
+        # `best/` is saved before the checkpoint of its epoch and keeps one network: a crash
+        # between the two leaves a `best/` newer than the checkpoint (deleted just now), so it
+        # gets the best network the checkpoint knows back
+        if self.evaluator.best_params is not None and self.evaluator.best_name:
+            best_epoch = int(self.evaluator.best_name.removeprefix("epoch_"))
+            if self.best.latest_step() != best_epoch:
+                rows = [r for r in run.dir.read_metrics() if r.get("epoch") == best_epoch]
+                made = rows[-1] if rows else {}  # its epoch's row: the evaluation it had
+                evaluation = {k: v for k, v in made.items() if k.startswith(("eval/", "elo"))}
+                self._save_best(best_epoch, evaluation)
+
+    def epoch(self, run: Run, state: TrainState, epoch: int) -> tuple[TrainState, dict[str, Any]]:
+        """Self-play, then the gradient steps once the memory holds a batch."""
+        cfg = self.config
+        if int(state.epoch) == 0 and int(state.env_steps) == 0 and cfg.warmup_steps:
+            state, _ = self.collect(state, cfg.warmup_steps)
+        # compiled before the clock starts (the first epoch of a process otherwise reads as a
+        # throughput far below the rest); the time it took is reported apart
+        compile_seconds = self.collect.prepare(state, cfg.collection_steps_per_epoch)
+        if cfg.train_steps_per_epoch:
+            compile_seconds += self.train_steps.prepare(state, 1)
+        row: dict[str, Any] = {"compile_seconds": compile_seconds} if compile_seconds else {}
+        t0 = time.perf_counter()
+        state, selfplay = self.collect(state, cfg.collection_steps_per_epoch)
+        jax.block_until_ready(state.key)
+        run.flag.check_abort()
+        selfplay_seconds = time.perf_counter() - t0
+        available = int(state.selfplay.memory.positions_sampleable)
+        if cfg.train_steps_per_epoch and available >= cfg.train_batch_size:
+            state, learned = self._learn(run, state, epoch)
+            row.update(learned)
+        elif cfg.train_steps_per_epoch:  # (none asked for: not waiting)
+            row["waiting_for_positions"] = True
+            self._warn_if_starved(run, state, available)
+        state = state.replace(epoch=state.epoch + 1)
+        row.update(self._selfplay_row(selfplay, selfplay_seconds, available))
+        return state, row
+
+    def _learn(self, run: Run, state: TrainState, epoch: int) -> tuple[TrainState, dict[str, Any]]:
+        """`train_steps_per_epoch` gradient steps; their mean losses and speed.
+
+        Raises:
+            FloatingPointError: the loss is no longer a number (the epoch is not saved: it
+                would push the last good checkpoint out, `keep_checkpoints`).
+        """
+        cfg = self.config
+        t = time.perf_counter()
+        step_metrics = []
+        for _ in range(cfg.train_steps_per_epoch):
+            state, metrics = self.train_steps(state, 1)
+            step_metrics.append(metrics)
+            run.flag.check_abort()
+        step_metrics = jax.device_get(step_metrics)
+        row = {k: float(np.mean([m[k] for m in step_metrics])) for k in step_metrics[0]}
+        if not math.isfinite(row["loss"]):
+            kept = run.checkpoints.latest_step()
+            raise FloatingPointError(
+                f"training diverged in epoch {epoch}: the loss is {row['loss']}; the run stops "
+                f"without saving that epoch ("
+                + (f"its checkpoint of epoch {kept} is intact" if kept else "no checkpoint")
+                + "); try a new run with a lower learning_rate or max_grad_norm"
+            )
+        seconds = time.perf_counter() - t
+        row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(seconds, 1e-9)
+        row["train_seconds"] = seconds
+        return state, row
+
+    def _warn_if_starved(self, run: Run, state: TrainState, available: int) -> None:
+        """Say once that the memory may never hold a batch: episodes still running hold slots
+        that cannot be sampled, so once every slot has been written twice over, a batch still
+        out of reach may never be (the config check can only bound the memory's size)."""
+        cfg = self.config
+        self.most_sampleable = max(self.most_sampleable, available)
+        filled = int(state.env_steps) >= 2 * cfg.num_games * cfg.memory_capacity
+        if filled and not self.warned_waiting:
+            self.warned_waiting = True
+            run.log.info(
+                f"still waiting for {cfg.train_batch_size} finished positions "
+                f"(train_batch_size) after the memory was filled twice; the most so far "
+                f"was {self.most_sampleable}: running episodes hold part of memory_capacity="
+                f"{cfg.memory_capacity} per game, so raise memory_capacity or lower "
+                f"train_batch_size"
+            )
+
+    def _selfplay_row(self, sums: dict[str, Any], seconds: float, available: int) -> dict[str, Any]:
+        """Self-play's speed, search statistics and episodes, from the epoch's sums."""
+        cfg = self.config
+        sp = {k: float(v) for k, v in sums.items()}
+        steps = cfg.collection_steps_per_epoch * cfg.num_games
+        row = {
+            "selfplay_seconds": seconds,
+            "positions_per_s": steps / max(seconds, 1e-9),
+            "simulations_per_s": steps * cfg.search.num_simulations / max(seconds, 1e-9),
+            "tree_fullness": sp["tree_fullness_sum"] / steps,
+            "search_depth": sp["search_depth_sum"] / steps,
+            "full_events": sp["full_events"],
+            "episodes": sp["episodes"],
+            "memory_sampleable": available,
+        }
+        if sp["episodes"]:
+            row["episode_length"] = sp["episode_length_sum"] / sp["episodes"]
+            if self.az.env.num_players == 1:
+                row["episode_return"] = sp["episode_return_sum"] / sp["episodes"]
+        return row
+
+    def evaluate(
+        self, run: Run, state: TrainState, epoch: int, *, out_of_time: bool
+    ) -> tuple[TrainState, dict[str, Any]]:
+        cfg = self.config
+        # (the schedule is the config's, not this call's `num_epochs`: a run stopped early and
+        # resumed evaluates, and so plays its Elo games, as an uninterrupted one)
+        if not (epoch % cfg.eval_every == 0 or epoch == cfg.num_epochs or out_of_time):
+            return state, {}
+        key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 1), epoch)
+        params = jax.tree_util.tree_map(
+            lambda x: np.asarray(x.addressable_data(0)), state.params
+        )  # replicated: every process holds all of it
+        t = time.perf_counter()
+        self.eval_metrics = self.evaluator(
+            params, epoch, key, run.dir.games if run.primary else None
+        )
+        row = {**self.eval_metrics, "eval_seconds": time.perf_counter() - t}
+        if self.evaluator.improved:  # (process 0's verdict on every process)
+            self._save_best(epoch, self.eval_metrics)
+        return state, row
+
+    def _save_best(self, epoch: int, evaluation: dict[str, Any]) -> None:
+        """`best/` holds the evaluator's best network, made best at `epoch`."""
+        params = {"params": self.sharder.replicate(self.evaluator.best_params)}
+        meta = {
+            "kind": "params",
+            "config": self.config.to_dict(),
+            "epoch": epoch,
+            "eval": evaluation,
+        }
+        self.best.save(epoch, params, meta)
+
+    def env_steps(self, epoch: int) -> int:
+        return positions_played(self.config, epoch)
+
+    def checkpoint(self, state: TrainState, epoch: int) -> tuple[Any, dict[str, Any]]:
+        evaluator = self.evaluator
+        tree = {
+            "train": self._strip(state),
+            **self.sharder.replicate(evaluator.state_tree(state.params)),
+        }
+        return tree, {"kind": "train", "eval": self.eval_metrics, **evaluator.state_meta()}
+
+    def summary(
+        self, state: TrainState, epoch: int, row: dict[str, Any], *, final: bool
+    ) -> dict[str, Any]:
+        return {
+            "final_metrics": {k: v for k, v in row.items() if not k.startswith("eval/")},
+            "eval": self.eval_metrics,
+            "costs": self.costs,
+        }
 
 
 def train(
@@ -292,33 +475,6 @@ def train(
         FloatingPointError: the training loss stopped being a finite number (the parameters
             diverged); that epoch is not saved, so the latest checkpoint keeps finite ones.
     """
-    with contextlib.ExitStack() as cleanup:
-        return _train(
-            config,
-            run_dir,
-            resume,
-            preset,
-            progress,
-            num_epochs,
-            parts,
-            check_memory,
-            cleanup,
-            rebuild,
-        )
-
-
-def _train(
-    config: AlphaZeroConfig,
-    run_dir: str | Path | None,
-    resume: bool,
-    preset: str | None,
-    progress: bool | None,
-    num_epochs: int | None,
-    parts: dict[str, Any] | None,
-    check_memory: bool,
-    cleanup: contextlib.ExitStack,
-    rebuild: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
     if num_epochs is not None:
         num_epochs = check_count("num_epochs", num_epochs, low=1)
         if num_epochs > config.num_epochs:
@@ -330,13 +486,8 @@ def _train(
             )
     check_logging_extras(config)  # (before anything is built or written)
     configure_or_say_why()  # joins a multi-host run; the CPU loop option if still possible
-    primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
-    if jax.process_count() > 1 and run_dir is None:
-        raise ValueError(
-            f"a run over {jax.process_count()} processes needs its run directory named (run_dir, "
-            f"--out), the same on every process: each would otherwise stamp its own"
-        )
-    _same_on_every_process({"config": config.to_dict(), "resume": resume, "num_epochs": num_epochs})
+    settings = {"config": config.to_dict(), "resume": resume, "num_epochs": num_epochs}
+    check_same_on_every_process(settings, run_dir)
     # Everything that can refuse the configuration (the game's id, the search's settings, the
     # devices, the evaluation opponents) is built before the run directory is, so a refused
     # setting leaves nothing behind that would block the corrected command.
@@ -349,270 +500,12 @@ def _train(
     if check_memory:
         what = "the training state (trees, replay memory, network and optimizer)"
         check_fits_in_memory(_nbytes(state_shape), what)
-    # process 0 decides the best network for all: a process whose evaluation came out otherwise
-    # (another device's rounding) must neither keep another best nor skip a save the others make
-    evaluator = Evaluator(az, decide=agree)
-    rd = RunDir(run_dir or default_run_dir(preset))
-    setup_error: Exception | None = None
-    if not primary:
-        rd.path.mkdir(parents=True, exist_ok=True)
-    else:
-        try:
-            described = describe_parts(parts or {})
-            preset = _open_run_dir(rd, config, resume, preset, described, cleanup, recipes)
-        except Exception as err:  # told to every process below, then raised here
-            setup_error = err
-    # the checks above are process 0's: the others learn of a refusal rather than wait for it
-    # at their first collective
-    if agree(setup_error is not None):
-        if setup_error is not None:
-            raise setup_error
-        raise RuntimeError(
-            "process 0 refused to start this run (its output says why); this process stops too"
-        )
-    cfg = config
-    env = az.env
-    state = sharder.jit_init(az.init)(jax.random.PRNGKey(cfg.seed))
-    costs = {
-        "tree_bytes": tree_bytes(env, cfg.num_games, cfg.search.max_nodes),
-        "memory_bytes": _nbytes(state.selfplay.memory),
-        "parameters": param_count(state.params),
-        "positions_per_epoch": cfg.num_games * cfg.collection_steps_per_epoch,
-        "devices": sharder.num_devices,
-    }
-    log = MetricsLogger(
-        rd,
+    algorithm = _AlphaZeroRun(config, az, sharder, state_shape, parts or {}, recipes)
+    return run_experiment(
+        algorithm,
+        RunDir(run_dir or default_run_dir(preset)),
+        resume=resume,
+        preset=preset,
+        last_epoch=num_epochs or config.num_epochs,
         progress=progress,
-        total_epochs=num_epochs or cfg.num_epochs,
-        config=cfg,
-        enabled=primary,
     )
-    log.info(
-        f"turbozero alphazero on {env.name}: {costs['parameters']:,} parameters, trees "
-        f"{costs['tree_bytes'] / 2**20:.1f} MiB, memory {costs['memory_bytes'] / 2**20:.1f} MiB, "
-        f"{costs['positions_per_epoch']:,} positions/epoch, {sharder.num_devices} device(s) "
-        f"-> {rd.path}"
-    )
-    if cfg.search.capacity_warning():
-        log.info(cfg.search.capacity_warning() or "")
-    ckpt = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints, writer=True)
-    best_ckpt = Checkpointer(rd.path / "best", keep=1, writer=True)
-    collect = _CompiledAhead(
-        sharder.jit_step(az.collect, state_shape, compiler_options=compiler_options())
-    )
-    train_steps = _CompiledAhead(sharder.jit_step(az.train_steps, state_shape))
-    eval_metrics: dict[str, Any] = {}
-    wall0 = 0.0
-
-    def strip(s: TrainState) -> TrainState:
-        if cfg.save_memory:
-            return s
-        return s.replace(selfplay=s.selfplay.replace(memory=None))
-
-    def save(state: TrainState, extra: dict[str, Any]) -> None:
-        tree = {"train": strip(state), **sharder.replicate(evaluator.state_tree(state.params))}
-        meta = {
-            "kind": "train",
-            "config": cfg.to_dict(),
-            "eval": eval_metrics,
-            **evaluator.state_meta(),
-            **extra,
-        }
-        ckpt.save(int(state.epoch), tree, meta)
-
-    def save_best(epoch: int, eval_at: dict[str, Any]) -> None:
-        """`best/` holds the evaluator's best network, made best at `epoch`."""
-        params = {"params": sharder.replicate(evaluator.best_params)}
-        meta = {"kind": "params", "config": cfg.to_dict(), "epoch": epoch, "eval": eval_at}
-        best_ckpt.save(epoch, params, meta)
-
-    if resume and ckpt.latest_step() is not None:
-        restored, meta, skipped = ckpt.restore_newest(
-            lambda meta: {"train": strip(state), **evaluator.like_tree(meta, state.params)}
-        )
-        for message in skipped:
-            log.info(f"passed over a damaged checkpoint: {message}")
-        train_state = restored.pop("train")
-        if not cfg.save_memory:
-            train_state = train_state.replace(
-                selfplay=train_state.selfplay.replace(memory=state.selfplay.memory)
-            )
-            log.info(
-                "save_memory=false: the replay memory starts empty again, so training from "
-                "here differs from an uninterrupted run"
-            )
-        state = train_state
-        evaluator.restore(restored, meta)
-        eval_metrics = meta.get("eval", {})
-        wall0 = meta.get("wall_seconds", 0.0)
-        log.info(f"resumed from epoch {int(state.epoch)}")
-    elif resume:
-        log.info("no checkpoint yet; starting from scratch")
-    if resume:
-        # what the interrupted attempt wrote after its last checkpoint is redone exactly: its
-        # metric rows and any "best" network it saved (saving that step again would fail)
-        if primary:
-            rd.truncate_metrics(int(state.epoch))
-        best_ckpt.delete_after(int(state.epoch))
-        # `best/` is saved before the checkpoint of its epoch and keeps one network: a crash
-        # between the two leaves a `best/` newer than the checkpoint (deleted just now), so it
-        # gets the best network the checkpoint knows back
-        if evaluator.best_params is not None and evaluator.best_name:
-            best_epoch = int(evaluator.best_name.removeprefix("epoch_"))
-            if best_ckpt.latest_step() != best_epoch:
-                rows = [r for r in rd.read_metrics() if r.get("epoch") == best_epoch]
-                made = rows[-1] if rows else {}  # its epoch's row: the evaluation it had
-                save_best(
-                    best_epoch, {k: v for k, v in made.items() if k.startswith(("eval/", "elo"))}
-                )
-        if cfg.max_wall_seconds and wall0 >= cfg.max_wall_seconds:
-            ckpt.close()
-            best_ckpt.close()
-            raise ValueError(
-                f"the run has used its max_wall_seconds={cfg.max_wall_seconds:g} "
-                f"({wall0:.0f} s trained); to train on, resume with a larger max_wall_seconds "
-                f"(--set max_wall_seconds=...) or 0 for no limit"
-            )
-
-    def make_summary(epoch: int, wall: float, row: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "preset": preset,
-            "env": env.name,
-            "algorithm": ALGORITHM,
-            "epochs": epoch,
-            "env_steps": positions_played(cfg, epoch),
-            "wall_seconds": wall,
-            "final_metrics": {k: v for k, v in row.items() if not k.startswith("eval/")},
-            "eval": eval_metrics,
-            "costs": costs,
-        }
-
-    start = time.perf_counter() - wall0
-    last_epoch = num_epochs or cfg.num_epochs
-    with StopFlag() as flag, log:
-        if int(state.epoch) == 0 and int(state.env_steps) == 0 and cfg.warmup_steps:
-            state, _ = collect(state, cfg.warmup_steps)
-        stop = False
-        summary: dict[str, Any] = {}
-        most_sampleable, warned_waiting = 0, False
-        while int(state.epoch) < last_epoch and not stop:
-            # compiled before the clock starts (the first epoch of a process otherwise reads
-            # as a throughput far below the rest); the time it took is reported apart
-            compile_seconds = collect.prepare(state, cfg.collection_steps_per_epoch)
-            if cfg.train_steps_per_epoch:
-                compile_seconds += train_steps.prepare(state, 1)
-            t0 = time.perf_counter()
-            state, sp = collect(state, cfg.collection_steps_per_epoch)
-            jax.block_until_ready(state.key)
-            flag.check_abort()
-            t1 = time.perf_counter()
-            available = int(state.selfplay.memory.positions_sampleable)
-            t_train = time.perf_counter()  # (the first count above compiles its sum)
-            row: dict[str, Any] = {"compile_seconds": compile_seconds} if compile_seconds else {}
-            waiting = available < cfg.train_batch_size
-            if not waiting and cfg.train_steps_per_epoch:
-                step_metrics = []
-                for _ in range(cfg.train_steps_per_epoch):
-                    state, lm = train_steps(state, 1)
-                    step_metrics.append(lm)
-                    flag.check_abort()
-                step_metrics = jax.device_get(step_metrics)
-                row.update(
-                    {k: float(np.mean([m[k] for m in step_metrics])) for k in step_metrics[0]}
-                )
-                if not math.isfinite(row["loss"]):
-                    # the parameters are no longer numbers: saving them would push the last
-                    # good checkpoint out (`keep_checkpoints`), so the run stops here
-                    kept = ckpt.latest_step()
-                    ckpt.close()
-                    best_ckpt.close()
-                    raise FloatingPointError(
-                        f"training diverged in epoch {int(state.epoch) + 1}: the loss is "
-                        f"{row['loss']}; the run stops without saving that epoch ("
-                        + (f"its checkpoint of epoch {kept} is intact" if kept else "no checkpoint")
-                        + "); try a new run with a lower learning_rate or max_grad_norm"
-                    )
-                t2 = time.perf_counter()
-                row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(t2 - t_train, 1e-9)
-                row["train_seconds"] = t2 - t_train
-            elif waiting and cfg.train_steps_per_epoch:  # (none asked for: not waiting)
-                row["waiting_for_positions"] = True
-                most_sampleable = max(most_sampleable, available)
-                # Episodes still running hold slots of the memory that cannot be sampled: once
-                # every slot has been written twice over, a batch still out of reach may never
-                # be (the config check can only bound the memory's size).
-                filled = int(state.env_steps) >= 2 * cfg.num_games * cfg.memory_capacity
-                if filled and not warned_waiting:
-                    warned_waiting = True
-                    log.info(
-                        f"still waiting for {cfg.train_batch_size} finished positions "
-                        f"(train_batch_size) after the memory was filled twice; the most so far "
-                        f"was {most_sampleable}: running episodes hold part of memory_capacity="
-                        f"{cfg.memory_capacity} per game, so raise memory_capacity or lower "
-                        f"train_batch_size"
-                    )
-            state = state.replace(epoch=state.epoch + 1)
-            epoch = int(state.epoch)
-            sp = {k: float(v) for k, v in sp.items()}
-            steps = cfg.collection_steps_per_epoch * cfg.num_games
-            row.update(
-                {
-                    "selfplay_seconds": t1 - t0,
-                    "positions_per_s": steps / max(t1 - t0, 1e-9),
-                    "simulations_per_s": steps * cfg.search.num_simulations / max(t1 - t0, 1e-9),
-                    "tree_fullness": sp["tree_fullness_sum"] / steps,
-                    "search_depth": sp["search_depth_sum"] / steps,
-                    "full_events": sp["full_events"],
-                    "episodes": sp["episodes"],
-                    "memory_sampleable": available,
-                }
-            )
-            if sp["episodes"]:
-                row["episode_length"] = sp["episode_length_sum"] / sp["episodes"]
-                if env.num_players == 1:
-                    row["episode_return"] = sp["episode_return_sum"] / sp["episodes"]
-            elapsed = time.perf_counter() - start
-            # decided by process 0 for all: each process has its own clock and signals, and a
-            # process that evaluated, saved or stopped alone would wait for the others forever
-            out_of_time = agree(bool(cfg.max_wall_seconds) and elapsed >= cfg.max_wall_seconds)
-            # (the schedule is the config's, not this call's `num_epochs`: a run stopped
-            # early and resumed evaluates, and so plays its Elo games, as an uninterrupted one)
-            if epoch % cfg.eval_every == 0 or epoch == cfg.num_epochs or out_of_time:
-                key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 1), epoch)
-                params = jax.tree_util.tree_map(
-                    lambda x: np.asarray(x.addressable_data(0)), state.params
-                )  # replicated: every process holds all of it
-                t_eval = time.perf_counter()
-                eval_metrics = evaluator(params, epoch, key, rd.games if primary else None)
-                row.update(eval_metrics)
-                row["eval_seconds"] = time.perf_counter() - t_eval
-                # (process 0's verdict on every process: `Evaluator(decide=agree)`)
-                if evaluator.improved:
-                    save_best(epoch, eval_metrics)
-            wall = time.perf_counter() - start
-            row.update(epoch=epoch, env_steps=positions_played(cfg, epoch), wall_seconds=wall)
-            log.epoch(row)
-            flag.check_abort()
-            stop = out_of_time or agree(flag.stop)
-            if out_of_time:
-                log.info(f"max_wall_seconds={cfg.max_wall_seconds} reached at epoch {epoch}")
-            if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or stop:
-                save(state, {"wall_seconds": wall, "epoch": epoch})
-            summary = make_summary(epoch, wall, row)
-            if primary:
-                rd.write_json("summary.json", summary)
-        if stop and not out_of_time and int(state.epoch) < last_epoch:
-            log.stopped(int(state.epoch))
-    ckpt.close()
-    best_ckpt.close()
-    if primary:
-        plot_run(rd.read_metrics(), rd.plots)
-    epochs = int(state.epoch)
-    log.info(f"done: {epochs} epochs, {positions_played(cfg, epochs):,} positions -> {rd.path}")
-    if not summary:  # nothing left to train: where the checkpoint left the run (the file may
-        # be a crashed attempt's, written after epochs that the resume has redone or dropped)
-        rows = [r for r in rd.read_metrics() if r.get("epoch") == epochs]
-        summary = make_summary(epochs, wall0, rows[-1] if rows else {})
-        if primary and epochs:
-            rd.write_json("summary.json", summary)
-    return summary

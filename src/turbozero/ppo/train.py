@@ -25,10 +25,9 @@ returns (a second Ctrl-C aborts at once).
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import functools
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -37,12 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.config import get_preset
-from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.logger import MetricsLogger, check_logging_extras
-from turbozero.io.plots import plot_run
+from turbozero.io.experiment import Run, run_experiment, stamped_run_dir
+from turbozero.io.logger import check_logging_extras
 from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
-from turbozero.io.signals import StopFlag
 from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, LearnerState, absolute_evaluate, make_ppo
@@ -163,8 +160,8 @@ def _keep_best(ckpt: CheckpointState, returns: Array) -> CheckpointState:
 
 
 def default_run_dir(preset: str | None) -> Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{preset or 'ppo'}-{stamp}"
+    """`runs/PRESET-TIMESTAMP` (`runs/ppo-TIMESTAMP` without a preset)."""
+    return stamped_run_dir(preset or ALGORITHM)
 
 
 def _resolve_config(config: PPOConfig | str, preset: str | None) -> tuple[PPOConfig, str | None]:
@@ -177,6 +174,133 @@ def _resolve_config(config: PPOConfig | str, preset: str | None) -> tuple[PPOCon
     if not isinstance(config, PPOConfig):
         raise TypeError(f"config must be a PPOConfig or a preset name, got {type(config).__name__}")
     return config, preset
+
+
+#: why a resumed PPO run may not change a setting, said when it is refused
+RESUME_NOTES = {
+    "num_updates": "num_updates also spans the learning-rate schedule, so a PPO run's length "
+    "cannot change when it resumes: start a new run to train longer",
+}
+
+
+class _PPORun:
+    """PPO's steps in the experiment runner (`turbozero.io.experiment.Algorithm`): an epoch is
+    one compiled call of `num_updates_per_eval` updates for every seed; each is then evaluated
+    and keeps its best parameters. The state is a `CheckpointState`."""
+
+    name = ALGORITHM
+    resume_may_change: tuple[str, ...] = RESUME_MAY_CHANGE
+    max_wall_seconds = 0.0  # (PPO runs have no wall-clock budget)
+
+    def __init__(self, config: PPOConfig, ppo: PPO):
+        self.config, self.ppo = config, ppo
+        self.env_name = config.env
+        self.resume_notes: Mapping[str, str] = RESUME_NOTES
+        self.steps_per_epoch = config.num_updates_per_eval * config.batch_size  # per seed
+        self.update = jax.jit(jax.vmap(ppo.update))
+        self.compiled_update: Any = None  # compiled at the first epoch, outside its clock
+        self.evaluate_seeds = jax.jit(jax.vmap(ppo.evaluate))
+        self.final_metrics: dict[str, float] = {}  # the latest epoch's training metrics
+        self.eval_row: dict[str, Any] = {}  # and its evaluation
+
+    def record(self, saved: dict[str, Any] | None, run_dir: RunDir) -> dict[str, Any]:
+        return {}
+
+    def describe(self) -> str:
+        cfg = self.config
+        return (
+            f"{cfg.num_seeds} seed(s) x {cfg.num_envs} envs, {self.steps_per_epoch:,} "
+            f"steps/epoch per seed, {cfg.num_evals} epochs"
+        )
+
+    def start(self, run: Run) -> None:
+        pass
+
+    def init(self) -> CheckpointState:
+        return jax.jit(functools.partial(initial_checkpoint, self.ppo))()
+
+    def restore_target(self, meta: dict[str, Any]) -> Any:
+        return abstract_checkpoint(self.ppo)
+
+    def restored(self, run: Run, tree: CheckpointState, meta: dict[str, Any]) -> CheckpointState:
+        self.final_metrics = dict(meta.get("final_metrics", {}))
+        self.eval_row = dict(meta.get("eval", {}))
+        return tree
+
+    def resumed(self, run: Run, state: CheckpointState, epoch: int) -> None:
+        pass
+
+    def epoch(
+        self, run: Run, state: CheckpointState, epoch: int
+    ) -> tuple[CheckpointState, dict[str, Any]]:
+        """`num_updates_per_eval` updates of every seed, in one compiled call."""
+        cfg = self.config
+        compile_seconds = 0.0
+        if self.compiled_update is None:  # compiled before the clock starts, reported apart
+            t = time.perf_counter()
+            self.compiled_update = self.update.lower(state.learner).compile()
+            compile_seconds = time.perf_counter() - t
+        t0 = time.perf_counter()
+        learner, train_metrics = self.compiled_update(state.learner)
+        jax.block_until_ready(learner)
+        run.flag.check_abort()
+        seconds = time.perf_counter() - t0
+        self.final_metrics = _chunk_metrics(train_metrics)
+        row = {
+            "updates": epoch * cfg.num_updates_per_eval,
+            "env_steps_per_s": self.steps_per_epoch * cfg.num_seeds / max(seconds, 1e-9),
+            **({"compile_seconds": compile_seconds} if compile_seconds else {}),
+            **self.final_metrics,
+        }
+        return state._replace(learner=learner), row
+
+    def evaluate(
+        self, run: Run, state: CheckpointState, epoch: int, *, out_of_time: bool
+    ) -> tuple[CheckpointState, dict[str, Any]]:
+        """Every seed after every epoch; each keeps its best parameters (`_keep_best`)."""
+        eval_key, key = jax.random.split(state.eval_key)
+        learner = state.learner
+        keys = jax.random.split(key, self.config.num_seeds)
+        returns = self.evaluate_seeds(learner.params, learner.obs_stats, keys)
+        state = _keep_best(state._replace(eval_key=eval_key), returns["return_mean"])
+        self.eval_row = _eval_row(returns)
+        return state, self.eval_row
+
+    def env_steps(self, epoch: int) -> int:
+        return epoch * self.steps_per_epoch
+
+    def checkpoint(self, state: CheckpointState, epoch: int) -> tuple[Any, dict[str, Any]]:
+        return state, {
+            "updates": epoch * self.config.num_updates_per_eval,
+            "env_steps": self.env_steps(epoch),
+            "final_metrics": self.final_metrics,
+            "eval": self.eval_row,
+            "best_return_per_seed": np.asarray(state.best_return).tolist(),
+        }
+
+    def summary(
+        self, state: CheckpointState, epoch: int, row: dict[str, Any], *, final: bool
+    ) -> dict[str, Any]:
+        """Once the run is complete, `eval` adds the best parameters re-evaluated with
+        `absolute_eval_factor` times the episodes (`absolute`)."""
+        cfg = self.config
+        evaluation = {k.removeprefix("eval/"): v for k, v in self.eval_row.items()}
+        if final and epoch == cfg.num_evals:
+            _, key = jax.random.split(state.eval_key)
+            absolute = jax.jit(jax.vmap(absolute_evaluate(self.ppo)))(
+                state.best_params, state.best_obs_stats, jax.random.split(key, cfg.num_seeds)
+            )
+            evaluation.update(
+                absolute=_floats(absolute),
+                absolute_return_per_seed=np.asarray(absolute["return_mean"]).tolist(),
+                absolute_episodes=cfg.eval_episodes * cfg.absolute_eval_factor,
+            )
+        return {
+            "seeds": cfg.num_seeds,
+            "updates": epoch * cfg.num_updates_per_eval,
+            "final_metrics": self.final_metrics,
+            "eval": evaluation,
+        }
 
 
 def train_ppo(
@@ -215,21 +339,7 @@ def train_ppo(
         FileNotFoundError: `resume` and `run_dir` is not a run directory.
         ValueError: `resume` with a different config or a run of another algorithm.
     """
-    with contextlib.ExitStack() as cleanup:
-        return _train_ppo(config, run_dir, resume, preset, progress, num_evals, cleanup)
-
-
-def _train_ppo(
-    config: PPOConfig | str,
-    run_dir: str | Path | None,
-    resume: bool,
-    preset: str | None,
-    progress: bool | None,
-    num_evals: int | None,
-    cleanup: contextlib.ExitStack,
-) -> dict[str, Any]:
     config, preset = _resolve_config(config, preset)
-    cfg = config
     if num_evals is not None:
         num_evals = check_count("num_evals", num_evals, low=1)
     configure_or_say_why()
@@ -239,163 +349,19 @@ def _train_ppo(
             f"but {jax.process_count()} processes were joined (TURBOZERO_COORDINATOR): run it "
             f"without the TURBOZERO_* variables; many hosts are for AlphaZero training"
         )
-    ppo = make_ppo(cfg)  # before the run directory: a refused setting leaves nothing behind
-    check_logging_extras(cfg)
+    ppo = make_ppo(config)  # before the run directory: a refused setting leaves nothing behind
+    check_logging_extras(config)
     # (a lower bound: the rollouts come on top, so a refused run could never fit)
     state_bytes = sum(
         int(np.prod(x.shape)) * x.dtype.itemsize
         for x in jax.tree_util.tree_leaves(abstract_checkpoint(ppo))
     )
     check_fits_in_memory(state_bytes, "the PPO state (environments, networks, optimizer)")
-    rd = RunDir(run_dir or default_run_dir(preset))
-    if resume:
-        rd.create(resume=True)
-        cleanup.enter_context(rd.lock())
-        stored, saved_preset = read_run_config(rd)
-        diff = {k: v for k, v in stored.diff(cfg).items() if k not in RESUME_MAY_CHANGE}
-        if diff:
-            why = (
-                " (num_updates also spans the learning-rate schedule, so a PPO run's length "
-                "cannot change when it resumes: start a new run to train longer)"
-                if "num_updates" in diff
-                else ""
-            )
-            raise ValueError(
-                f"config differs from the run's saved config (saved, given): {diff}{why}; "
-                f"`turbozero train --out RUN --resume` starts from the run's own config.json"
-            )
-        preset = saved_preset or preset
-        if stored != cfg:  # the run directory records the loggers it now writes to
-            rd.write_json(
-                "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": cfg.to_dict()}
-            )
-    else:
-        rd.create()
-        cleanup.enter_context(rd.lock())
-        rd.write_json(
-            "config.json", {"algorithm": ALGORITHM, "preset": preset, "config": cfg.to_dict()}
-        )
-    last_epoch = cfg.num_evals if num_evals is None else min(int(num_evals), cfg.num_evals)
-    seeds = cfg.num_seeds
-    update = jax.jit(jax.vmap(ppo.update))
-    evaluate = jax.jit(jax.vmap(ppo.evaluate))
-    ckpt_io = Checkpointer(rd.checkpoints, keep=cfg.keep_checkpoints, writer=True)
-    log = MetricsLogger(rd, total_epochs=last_epoch, progress=progress, config=cfg)
-    steps_per_epoch = cfg.num_updates_per_eval * cfg.batch_size
-
-    epoch, saved_epoch, wall0 = 0, -1, 0.0
-    final_metrics: dict[str, float] = {}
-    eval_row: dict[str, Any] = {}
-    log.info(
-        f"turbozero ppo on {cfg.env}: {seeds} seed(s) x {cfg.num_envs} envs, "
-        f"{steps_per_epoch:,} steps/epoch per seed, {cfg.num_evals} epochs -> {rd.path}"
+    return run_experiment(
+        _PPORun(config, ppo),
+        RunDir(run_dir or default_run_dir(preset)),
+        resume=resume,
+        preset=preset,
+        last_epoch=config.num_evals if num_evals is None else min(num_evals, config.num_evals),
+        progress=progress,
     )
-    if resume and ckpt_io.latest_step() is not None:
-        ckpt, meta, skipped = ckpt_io.restore_newest(lambda _: abstract_checkpoint(ppo))
-        for message in skipped:
-            log.info(f"passed over a damaged checkpoint: {message}")
-        epoch = saved_epoch = int(meta["epoch"])
-        wall0 = float(meta.get("wall_seconds", 0.0))
-        final_metrics = dict(meta.get("final_metrics", {}))
-        eval_row = dict(meta.get("eval", {}))
-        rd.truncate_metrics(epoch)
-        log.info(f"resumed {rd.path} from epoch {epoch}")
-    else:
-        if resume:
-            log.info("no checkpoint yet; starting from scratch")
-            rd.truncate_metrics(0)
-        ckpt = jax.jit(functools.partial(initial_checkpoint, ppo))()
-
-    def save(epoch: int, wall: float) -> None:
-        nonlocal saved_epoch
-        saved_epoch = epoch
-        ckpt_io.save(
-            epoch,
-            ckpt,
-            {
-                "config": cfg.to_dict(),
-                "epoch": epoch,
-                "updates": epoch * cfg.num_updates_per_eval,
-                "env_steps": epoch * steps_per_epoch,
-                "wall_seconds": wall,
-                "final_metrics": final_metrics,
-                "eval": eval_row,
-                "best_return_per_seed": np.asarray(ckpt.best_return).tolist(),
-            },
-        )
-
-    def summary(wall: float) -> dict[str, Any]:
-        return {
-            "preset": preset,
-            "env": cfg.env,
-            "algorithm": ALGORITHM,
-            "seeds": seeds,
-            "epochs": epoch,
-            "updates": epoch * cfg.num_updates_per_eval,
-            "env_steps": epoch * steps_per_epoch,
-            "wall_seconds": wall,
-            "final_metrics": final_metrics,
-            "eval": {k.removeprefix("eval/"): v for k, v in eval_row.items()},
-        }
-
-    start = time.perf_counter() - wall0
-    wall = wall0
-    compiled_update = None
-    with StopFlag() as flag, log:
-        while epoch < last_epoch and not flag.stop:
-            compile_seconds = 0.0
-            if compiled_update is None:  # compiled before the clock starts, reported apart
-                tc = time.perf_counter()
-                compiled_update = update.lower(ckpt.learner).compile()
-                compile_seconds = time.perf_counter() - tc
-            t0 = time.perf_counter()
-            learner, train_metrics = compiled_update(ckpt.learner)
-            jax.block_until_ready(learner)
-            flag.check_abort()
-            t1 = time.perf_counter()
-            eval_key, k = jax.random.split(ckpt.eval_key)
-            returns = evaluate(learner.params, learner.obs_stats, jax.random.split(k, seeds))
-            ckpt = _keep_best(
-                ckpt._replace(learner=learner, eval_key=eval_key), returns["return_mean"]
-            )
-            epoch += 1
-            wall = time.perf_counter() - start
-            final_metrics = _chunk_metrics(train_metrics)
-            eval_row = _eval_row(returns)
-            row = {
-                "epoch": epoch,
-                "env_steps": epoch * steps_per_epoch,
-                "updates": epoch * cfg.num_updates_per_eval,
-                "wall_seconds": wall,
-                "env_steps_per_s": steps_per_epoch * seeds / max(t1 - t0, 1e-9),
-                **({"compile_seconds": compile_seconds} if compile_seconds else {}),
-                **final_metrics,
-                **eval_row,
-            }
-            log.epoch(row)
-            flag.check_abort()
-            if epoch % cfg.checkpoint_every == 0 or epoch == last_epoch or flag.stop:
-                save(epoch, wall)
-            rd.write_json("summary.json", summary(wall))
-        if saved_epoch != epoch:  # stopped between an epoch and its (skipped) checkpoint
-            save(epoch, wall)
-        if flag.stop and epoch < last_epoch:
-            log.stopped(epoch)
-        out = summary(wall)
-        if epoch == cfg.num_evals:
-            eval_key, k = jax.random.split(ckpt.eval_key)
-            absolute = jax.jit(jax.vmap(absolute_evaluate(ppo)))(
-                ckpt.best_params, ckpt.best_obs_stats, jax.random.split(k, seeds)
-            )
-            out["eval"].update(
-                absolute=_floats(absolute),
-                absolute_return_per_seed=np.asarray(absolute["return_mean"]).tolist(),
-                absolute_episodes=cfg.eval_episodes * cfg.absolute_eval_factor,
-            )
-            rd.write_json("summary.json", out)
-    ckpt_io.close()
-    plot_run(rd.read_metrics(), rd.plots)
-    log.info(
-        f"done: {epoch}/{cfg.num_evals} epochs, {epoch * steps_per_epoch:,} steps -> {rd.path}"
-    )
-    return out

@@ -1,0 +1,437 @@
+"""The host side of a training run, once for every algorithm: `run_experiment(algorithm, ...)`.
+
+An algorithm gives its own steps as an `Algorithm` (start a state, run one epoch, evaluate, what a
+checkpoint holds and how it comes back, its part of the summary); the runner does the rest:
+
+- the run directory: created, or reopened on resume with its saved config compared, and locked
+  for this training (`RunDir`);
+- resuming from the newest checkpoint that reads back whole, and redoing exactly what an
+  interrupted attempt wrote after it (its metric rows);
+- one metric row per epoch to `metrics.jsonl`, the console and the loggers (`MetricsLogger`);
+  checkpoints every `checkpoint_every` epochs and when the run stops;
+- stopping: Ctrl-C or SIGTERM finishes the epoch, saves and returns (a second one aborts at once),
+  so a crash or an abort loses at most the epochs since the last checkpoint; a wall-clock budget;
+- `summary.json` after every epoch, and the plots at the end.
+
+With several processes (`jax.distributed`), process 0 writes the run directory and decides for all
+of them (`agree`): whether the run may start, when its time is up and when to stop.
+
+`turbozero.alphazero.train` and `turbozero.ppo.train` hold the two algorithms' steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.logger import MetricsLogger
+from turbozero.io.plots import plot_run
+from turbozero.io.rundir import RunDir
+from turbozero.io.signals import StopFlag
+
+Row = dict[str, Any]
+
+
+class Run(NamedTuple):
+    """What an algorithm's steps are given while its run goes on.
+
+    Attributes:
+        dir: the run directory.
+        log: the metrics logger; `log.info` prints a line (process 0 only).
+        checkpoints: the run's checkpoints (`RUN/checkpoints`).
+        flag: Ctrl-C and SIGTERM; a step that takes long calls `flag.check_abort()` between its
+            parts, so that a second Ctrl-C aborts at once.
+        primary: this is process 0, the one that writes the run directory.
+        cleanup: what ends with the run (its lock, the checkpointers).
+    """
+
+    dir: RunDir
+    log: MetricsLogger
+    checkpoints: Checkpointer
+    flag: StopFlag
+    primary: bool
+    cleanup: contextlib.ExitStack
+
+    def checkpointer(self, directory: str | os.PathLike[str], *, keep: int | None) -> Checkpointer:
+        """A writer of checkpoints in `directory`, closed when the run ends."""
+        return _writer(directory, keep, self.cleanup)
+
+
+class Algorithm(Protocol):
+    """The steps of one algorithm's run, called by `run_experiment` in this order: `record`,
+    `describe`, `start`; `init`, or `restore_target` and `restored` (then `resumed` on resume);
+    per epoch `epoch`, `evaluate`, `checkpoint` (when saved) and `summary`.
+
+    A state is whatever the algorithm trains (a pytree); an epoch is numbered from 1.
+
+    Attributes:
+        name: the algorithm's name, recorded in `config.json` and the summary (one of
+            `turbozero.io.rundir.ALGORITHMS`).
+        config: its typed config (`turbozero.config.Config`: `to_dict`, `from_dict`, `diff`,
+            `keep_checkpoints`, `checkpoint_every`, and the loggers' `tensorboard` and
+            `wandb_project`).
+        env_name: the environment's name, for the summary and the first line.
+        max_wall_seconds: stop once the run has trained this long in all (0: no limit).
+        resume_may_change: config settings a resumed run may change (where it stops and logs).
+        resume_notes: why a setting may not change, said when a resume changing it is refused.
+    """
+
+    name: str
+    config: Any
+    env_name: str
+    max_wall_seconds: float
+    resume_may_change: tuple[str, ...]
+    resume_notes: Mapping[str, str]
+
+    def record(self, saved: dict[str, Any] | None, run_dir: RunDir) -> dict[str, Any]:
+        """The entries `config.json` holds beside `algorithm`, `preset` and `config`: of a new
+        run (`saved` is None), or of a resumed one whose `config.json` is `saved`, refused with
+        a `ValueError` if it was trained with other parts than this run has."""
+        ...
+
+    def describe(self) -> str:
+        """What this run trains, for its first line (`turbozero NAME on ENV: ...`)."""
+        ...
+
+    def start(self, run: Run) -> None:
+        """Make what the run needs once its directory and logger are open (e.g. checkpointers
+        of its own with `run.checkpointer`)."""
+        ...
+
+    def init(self) -> Any:
+        """The state a new run starts from."""
+        ...
+
+    def restore_target(self, meta: dict[str, Any]) -> Any:
+        """The structure, shapes and dtypes to restore a checkpoint with side record `meta`
+        into (`Checkpointer.restore_newest`)."""
+        ...
+
+    def restored(self, run: Run, tree: Any, meta: dict[str, Any]) -> Any:
+        """The state a restored checkpoint (`tree`, `meta`) holds; the algorithm takes back what
+        else it saved there (see `checkpoint`)."""
+        ...
+
+    def resumed(self, run: Run, state: Any, epoch: int) -> None:
+        """Undo what an interrupted attempt wrote after the checkpoint of `epoch` (0: none)."""
+        ...
+
+    def epoch(self, run: Run, state: Any, epoch: int) -> tuple[Any, Row]:
+        """Run epoch `epoch` (training, not evaluation); the new state and the row's metrics."""
+        ...
+
+    def evaluate(self, run: Run, state: Any, epoch: int, *, out_of_time: bool) -> tuple[Any, Row]:
+        """Evaluate after `epoch` if it is on the algorithm's schedule, or `out_of_time` (the run
+        stops after this epoch); the state and the metrics for the row (empty if not evaluated)."""
+        ...
+
+    def env_steps(self, epoch: int) -> int:
+        """Environment steps after `epoch` epochs (the rows' and the summary's `env_steps`)."""
+        ...
+
+    def checkpoint(self, state: Any, epoch: int) -> tuple[Any, dict[str, Any]]:
+        """What to save of `state` after `epoch`: the tree of arrays, and the side record's own
+        entries (the runner adds `config`, `epoch` and `wall_seconds`)."""
+        ...
+
+    def summary(self, state: Any, epoch: int, row: Row, *, final: bool) -> dict[str, Any]:
+        """The summary's own entries after `epoch`, whose metric row is `row`; `final` once the
+        run has ended (after its last epoch, or having nothing left to train)."""
+        ...
+
+
+def stamped_run_dir(name: str) -> Path:
+    """`runs/NAME-YYYYmmdd-HHMMSS`: where a run goes that was given no directory."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{name}-{stamp}"
+
+
+def agree(decision: bool) -> bool:
+    """Process 0's `decision`, on every process (a collective: all must call it together)."""
+    if jax.process_count() == 1:
+        return decision
+    return bool(multihost_utils.broadcast_one_to_all(np.asarray(decision)))
+
+
+def check_same_on_every_process(settings: dict[str, Any], run_dir: str | Path | None) -> None:
+    """Refuse, on every process, a run whose processes were given different settings (each
+    would compile and stop differently, and wait for the others at a collective forever), or
+    no run directory (each would stamp its own). Call it before building anything.
+
+    Raises:
+        ValueError: naming what differs.
+    """
+    if jax.process_count() == 1:
+        return
+    if run_dir is None:
+        raise ValueError(
+            f"a run over {jax.process_count()} processes needs its run directory named (run_dir, "
+            f"--out), the same on every process: each would otherwise stamp its own"
+        )
+    text = json.dumps(settings, sort_keys=True, default=str)
+    words = np.frombuffer(hashlib.sha256(text.encode()).digest()[:16], np.int32)
+    every = np.asarray(multihost_utils.process_allgather(words))  # [processes, 4]
+    differ = [i for i in range(every.shape[0]) if not np.array_equal(every[i], every[0])]
+    if differ:
+        raise ValueError(
+            f"process(es) {differ} were started with other settings than process 0 (config, "
+            f"--resume or the epoch count): every process of a run must run the same command"
+        )
+
+
+def open_run_dir(
+    rd: RunDir,
+    algorithm: Algorithm,
+    *,
+    resume: bool,
+    preset: str | None,
+    cleanup: contextlib.ExitStack,
+) -> str | None:
+    """Create or reopen the run directory, holding its lock in `cleanup`; the preset name to
+    record. Refuses an existing run without `resume`, and a resumed run of another algorithm,
+    with settings it may not change or with other parts (`Algorithm.record`)."""
+    config = algorithm.config
+    if not resume:
+        record = {"algorithm": algorithm.name, "preset": preset, "config": config.to_dict()}
+        record.update(algorithm.record(None, rd))  # (before the directory: it may refuse)
+        rd.create()
+        cleanup.enter_context(rd.lock())
+        rd.write_json("config.json", record)
+        return preset
+    rd.create(resume=True)
+    cleanup.enter_context(rd.lock())
+    saved = rd.read_config(algorithm.name)
+    diff = type(config).from_dict(saved["config"]).diff(config)
+    refused = {k: v for k, v in diff.items() if k not in algorithm.resume_may_change}
+    if refused:
+        notes = "".join(f" ({why})" for k, why in algorithm.resume_notes.items() if k in refused)
+        raise ValueError(
+            f"config differs from the run's saved config (saved, given): {refused}{notes}; a "
+            f"resumed run may change only {', '.join(algorithm.resume_may_change)} (`turbozero "
+            f"train --out RUN --resume` starts from the run's own config.json)"
+        )
+    entries = algorithm.record(saved, rd)
+    preset = saved.get("preset") or preset
+    changed = {k: v for k, v in entries.items() if saved.get(k) != v}
+    if diff or changed:  # what the run now runs with
+        record = {**saved, "preset": preset, "config": config.to_dict(), **changed}
+        rd.write_json("config.json", record)
+    return preset
+
+
+def _open_on_every_process(
+    rd: RunDir,
+    algorithm: Algorithm,
+    *,
+    resume: bool,
+    preset: str | None,
+    cleanup: contextlib.ExitStack,
+    primary: bool,
+) -> str | None:
+    """`open_run_dir` on process 0, whose refusal every process raises (the others would wait
+    for it at their first collective)."""
+    refusal: Exception | None = None
+    if not primary:
+        rd.path.mkdir(parents=True, exist_ok=True)
+    else:
+        try:
+            preset = open_run_dir(rd, algorithm, resume=resume, preset=preset, cleanup=cleanup)
+        except Exception as err:  # told to every process below, then raised here
+            refusal = err
+    if agree(refusal is not None):
+        if refusal is not None:
+            raise refusal
+        raise RuntimeError(
+            "process 0 refused to start this run (its output says why); this process stops too"
+        )
+    return preset
+
+
+def _writer(
+    directory: str | os.PathLike[str], keep: int | None, cleanup: contextlib.ExitStack
+) -> Checkpointer:
+    """A writing `Checkpointer`, closed as `cleanup` ends: not after an abort (a second Ctrl-C
+    leaves at once), and after an error without hiding it."""
+    checkpointer = Checkpointer(directory, keep=keep, writer=True)
+
+    def close(kind: type[BaseException] | None, *_: Any) -> None:
+        if kind is None:
+            checkpointer.close()
+        elif not issubclass(kind, KeyboardInterrupt):
+            with contextlib.suppress(Exception):
+                checkpointer.close()
+
+    cleanup.push(close)
+    return checkpointer
+
+
+def _start_or_resume(algorithm: Algorithm, run: Run, resume: bool) -> tuple[Any, int, float]:
+    """The state to train from, its epoch and the wall-clock seconds trained before: the newest
+    checkpoint that reads back on resume (a fresh start if there is none yet), else `init`."""
+    log, checkpoints = run.log, run.checkpoints
+    epoch, wall0 = 0, 0.0
+    if resume and checkpoints.latest_step() is not None:
+        tree, meta, skipped = checkpoints.restore_newest(algorithm.restore_target)
+        for message in skipped:
+            log.info(f"passed over a damaged checkpoint: {message}")
+        state = algorithm.restored(run, tree, meta)
+        epoch, wall0 = int(meta["epoch"]), float(meta.get("wall_seconds", 0.0))
+        log.info(f"resumed from epoch {epoch}")
+    else:
+        if resume:
+            log.info("no checkpoint yet; starting from scratch")
+        state = algorithm.init()
+    if resume:
+        # what the interrupted attempt wrote after its last checkpoint is redone exactly
+        if run.primary:
+            run.dir.truncate_metrics(epoch)
+        algorithm.resumed(run, state, epoch)
+        budget = algorithm.max_wall_seconds
+        if budget and wall0 >= budget:
+            raise ValueError(
+                f"the run has used its max_wall_seconds={budget:g} ({wall0:.0f} s trained); to "
+                f"train on, resume with a larger max_wall_seconds (--set max_wall_seconds=...) "
+                f"or 0 for no limit"
+            )
+    return state, epoch, wall0
+
+
+def _run_epoch(
+    algorithm: Algorithm, run: Run, state: Any, epoch: int, start: float
+) -> tuple[Any, Row, bool]:
+    """Train and evaluate epoch `epoch` of a run whose clock started at `start`; the state, the
+    epoch's metric row and whether the run is out of time."""
+    state, row = algorithm.epoch(run, state, epoch)
+    budget = algorithm.max_wall_seconds
+    # decided by process 0 for all: each process has its own clock and signals, and a process
+    # that evaluated, saved or stopped alone would wait for the others forever
+    out_of_time = agree(bool(budget) and time.perf_counter() - start >= budget)
+    state, evaluation = algorithm.evaluate(run, state, epoch, out_of_time=out_of_time)
+    row.update(evaluation)
+    wall = time.perf_counter() - start
+    row.update(epoch=epoch, env_steps=algorithm.env_steps(epoch), wall_seconds=wall)
+    return state, row, out_of_time
+
+
+def _save(algorithm: Algorithm, run: Run, state: Any, epoch: int, wall: float) -> None:
+    """Checkpoint `state` as step `epoch`."""
+    tree, meta = algorithm.checkpoint(state, epoch)
+    meta = {**meta, "config": algorithm.config.to_dict(), "epoch": epoch, "wall_seconds": wall}
+    run.checkpoints.save(epoch, tree, meta)
+
+
+def _summary(
+    algorithm: Algorithm,
+    preset: str | None,
+    state: Any,
+    epoch: int,
+    wall: float,
+    row: Row,
+    *,
+    final: bool,
+) -> dict[str, Any]:
+    """The run's summary after `epoch` epochs: what every run reports, and the algorithm's."""
+    return {
+        "preset": preset,
+        "env": algorithm.env_name,
+        "algorithm": algorithm.name,
+        "epochs": epoch,
+        "env_steps": algorithm.env_steps(epoch),
+        "wall_seconds": wall,
+        **algorithm.summary(state, epoch, row, final=final),
+    }
+
+
+def run_experiment(
+    algorithm: Algorithm,
+    run_dir: RunDir,
+    *,
+    resume: bool,
+    preset: str | None,
+    last_epoch: int,
+    progress: bool | None,
+) -> dict[str, Any]:
+    """Train `algorithm` in `run_dir` until `last_epoch` epochs are done, a stop signal or the
+    wall-clock budget; returns the summary (also written to `summary.json`).
+
+    Args:
+        algorithm: the algorithm's steps, built (and its settings checked) beforehand, so that a
+            refused setting leaves no run directory behind.
+        run_dir: where the run is written.
+        resume: continue the run in `run_dir` from its newest readable checkpoint, exactly.
+        preset: the preset name to record (a resumed run keeps the one it recorded).
+        last_epoch: stop after this many epochs in all.
+        progress: rich progress bar (default: when stdout is a terminal); plain lines otherwise.
+
+    Raises:
+        FileExistsError: `run_dir` exists and `resume` is False, or another training holds it
+            (`RunInUseError`).
+        FileNotFoundError: `resume` and `run_dir` is not a run directory.
+        ValueError: `resume` with settings the run may not change, a run of another algorithm,
+            or a run that has used its wall-clock budget.
+    """
+    primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
+    config = algorithm.config
+    with contextlib.ExitStack() as cleanup:
+        preset = _open_on_every_process(
+            run_dir, algorithm, resume=resume, preset=preset, cleanup=cleanup, primary=primary
+        )
+        log = MetricsLogger(
+            run_dir, progress=progress, total_epochs=last_epoch, config=config, enabled=primary
+        )
+        log.info(
+            f"turbozero {algorithm.name} on {algorithm.env_name}: {algorithm.describe()} -> "
+            f"{run_dir.path}"
+        )
+        checkpoints = _writer(run_dir.checkpoints, config.keep_checkpoints, cleanup)
+        run = Run(run_dir, log, checkpoints, StopFlag(), primary, cleanup)
+        algorithm.start(run)
+        state, epoch, wall = _start_or_resume(algorithm, run, resume)
+        start = time.perf_counter() - wall
+        row: Row | None = None
+        stop = out_of_time = False
+        with run.flag as flag, log:
+            while epoch < last_epoch and not stop:
+                epoch += 1
+                state, row, out_of_time = _run_epoch(algorithm, run, state, epoch, start)
+                wall = row["wall_seconds"]
+                log.epoch(row)
+                flag.check_abort()
+                stop = out_of_time or agree(flag.stop)
+                if out_of_time:
+                    log.info(
+                        f"max_wall_seconds={algorithm.max_wall_seconds} reached at epoch {epoch}"
+                    )
+                if epoch % config.checkpoint_every == 0 or epoch == last_epoch or stop:
+                    _save(algorithm, run, state, epoch, wall)
+                if primary:
+                    summary = _summary(algorithm, preset, state, epoch, wall, row, final=False)
+                    run_dir.write_json("summary.json", summary)
+            if stop and not out_of_time and epoch < last_epoch:
+                log.stopped(epoch)
+            if row is None:  # nothing left to train: where the checkpoint left the run (the
+                # file may be a crashed attempt's, written after epochs the resume redid)
+                rows = [r for r in run_dir.read_metrics() if r.get("epoch") == epoch]
+                row = rows[-1] if rows else {}
+            summary = _summary(algorithm, preset, state, epoch, wall, row, final=True)
+            if primary and epoch:
+                run_dir.write_json("summary.json", summary)
+        if primary:
+            plot_run(run_dir.read_metrics(), run_dir.plots)
+        log.info(
+            f"done: {epoch}/{last_epoch} epochs, {algorithm.env_steps(epoch):,} environment "
+            f"steps -> {run_dir.path}"
+        )
+        return summary

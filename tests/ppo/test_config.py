@@ -25,6 +25,10 @@ def test_minibatches_must_divide_the_batch_and_the_error_says_so():
         ("lr_schedule", "cosine"),
         ("actor_lr", -1.0),
         ("activation", "sigmoid"),
+        ("dpo_alpha", 0.0),
+        ("dpo_beta", -0.6),
+        ("dpo_alpha", float("nan")),
+        ("action_head", "gumbel"),
         ("seed", -(2**31) - 1),
         ("seed", 2**32),
         ("seed", 10**400),
@@ -74,3 +78,23 @@ def test_the_loader_never_picks_a_diverged_seed_as_the_best():
 
     assert best_seed(np.array([np.nan, -50.0, -80.0])) == 1
     assert best_seed(np.array([3.0, 9.0])) == 1 and best_seed(np.array([np.nan])) == 0
+
+
+def test_dpo_scales_must_be_positive_and_the_error_gives_the_range():
+    with pytest.raises(ConfigError, match=r"dpo_alpha must be a finite number in \(0.0, inf\)"):
+        PPOConfig(loss="dpo", dpo_alpha=0.0)
+    with pytest.raises(ConfigError, match=r"dpo_beta must be a finite number in \(0.0, inf\)"):
+        PPOConfig(loss="dpo", dpo_beta=-1.0)
+    cfg = PPOConfig(loss="dpo")
+    assert (cfg.dpo_alpha, cfg.dpo_beta) == (2.0, 0.6)  # the paper's
+
+
+def test_the_new_settings_round_trip_and_an_old_run_config_gets_the_defaults():
+    cfg = PPOConfig(loss="dpo", dpo_alpha=1.5, action_head="beta")
+    assert PPOConfig.from_dict(cfg.to_dict()) == cfg
+    old = {
+        k: v
+        for k, v in PPOConfig().to_dict().items()
+        if k not in ("dpo_alpha", "dpo_beta", "action_head")
+    }
+    assert PPOConfig.from_dict(old) == PPOConfig()

@@ -1,4 +1,5 @@
-"""PPO losses by hand: where clipping is active and inactive, value clipping, KL penalty."""
+"""PPO losses by hand: where clipping is active and inactive, value clipping, KL penalty, DPO's
+drift for positive and negative advantages."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 
 from turbozero.ppo.losses import (
     clipped_value_loss,
+    dpo_drift,
+    dpo_loss,
     entropy_bonus,
     ppo_clip_loss,
     ppo_kl_penalty_loss,
@@ -100,3 +103,73 @@ def test_sampling_from_drawn_noise_matches_sampling_from_a_key():
     np.testing.assert_allclose(
         gauss.sample(key), gauss.sample_with(jax.random.normal(key, logits.shape)), rtol=1e-6
     )
+
+
+def _dpo(ratio, advantage, alpha=2.0, beta=0.6):
+    log_prob = jnp.log(jnp.atleast_1d(jnp.asarray(ratio, jnp.float32)))
+    adv = jnp.atleast_1d(jnp.asarray(advantage, jnp.float32))
+    return dpo_loss(log_prob, jnp.zeros_like(log_prob), adv, alpha=alpha, beta=beta)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "advantage", "drift"),
+    [
+        # A >= 0: x = (r - 1) A = 0.5 * 2 = 1; drift = x - alpha tanh(x / alpha)
+        #   = 1 - 2 tanh(0.5) = 1 - 0.92423431 = 0.07576569; objective = 1.5 * 2 - drift
+        (1.5, 2.0, 0.07576569),
+        # A < 0: x = log(r) A = log(0.5) * -1 = 0.69314718; drift = x - beta tanh(x / beta)
+        #   = 0.69314718 - 0.6 tanh(1.15524530) = 0.69314718 - 0.49169058 = 0.20145660;
+        #   objective = 0.5 * -1 - drift
+        (0.5, -1.0, 0.20145660),
+        # moves that lower the surrogate carry no drift: (r - 1) A = -0.4 and log(r) A < 0
+        (0.8, 2.0, 0.0),
+        (1.2, -1.0, 0.0),
+    ],
+)
+def test_dpo_matches_the_drift_worked_by_hand(ratio, advantage, drift):
+    loss, info = _dpo(ratio, advantage)
+    np.testing.assert_allclose(loss, -(ratio * advantage - drift), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(info["drift"], drift, rtol=1e-5, atol=1e-7)
+    assert float(info["drift_fraction"]) == (1.0 if drift else 0.0)
+
+
+def test_dpo_averages_the_objective_over_the_minibatch():
+    loss, info = _dpo([1.5, 0.5], [2.0, -1.0])
+    objective = (3.0 - 0.07576569) + (-0.5 - 0.20145660)
+    np.testing.assert_allclose(loss, -objective / 2, rtol=1e-6)
+    np.testing.assert_allclose(info["drift_fraction"], 1.0)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "advantage"),
+    [(1.0, 2.0), (1.0, -1.5), (0.7, 2.0), (1.3, -1.5)],  # r = 1, and where the drift is 0
+)
+def test_dpo_gradient_is_the_plain_policy_gradient_where_the_drift_is_zero(ratio, advantage):
+    """d/dlogp -(r A) = -r A: the trust region's inside leaves the policy gradient alone."""
+    adv = jnp.array([advantage], jnp.float32)
+
+    def dpo(lp):
+        return dpo_loss(lp, jnp.zeros(1), adv, alpha=2.0, beta=0.6)[0]
+
+    log_prob = jnp.array([np.log(ratio)], jnp.float32)
+    np.testing.assert_allclose(jax.grad(dpo)(log_prob), [-ratio * advantage], rtol=1e-6)
+    assert float(dpo_drift(jnp.exp(log_prob), adv, alpha=2.0, beta=0.6)[0]) == 0.0
+
+
+def test_dpo_objective_levels_off_far_outside_the_trust_region():
+    # r = 10, A = 1: objective = 10 - (9 - 2 tanh(4.5)) = 1 + 2 tanh(4.5) = 2.99950642, and
+    # its slope in r is A sech(4.5)^2 = 4.935e-4 (the plain surrogate's would be 1)
+    loss, _ = _dpo(10.0, 1.0)
+    np.testing.assert_allclose(loss, -2.99950642, rtol=1e-6)
+    slope = jax.grad(lambda r: _dpo(r, 1.0)[0])(jnp.float32(10.0))
+    np.testing.assert_allclose(-slope, 4.935174e-4, rtol=1e-3)
+
+
+def test_dpo_drift_scales_are_read_per_sign():
+    # only alpha moves a positive advantage's drift, only beta a negative one's
+    pos = [float(_dpo(1.5, 2.0, alpha=a, beta=0.6)[1]["drift"]) for a in (1.0, 2.0)]
+    neg = [float(_dpo(1.5, 2.0, alpha=2.0, beta=b)[1]["drift"]) for b in (0.3, 0.6)]
+    assert pos[0] > pos[1] and neg[0] == neg[1]
+    neg = [float(_dpo(0.5, -1.0, alpha=2.0, beta=b)[1]["drift"]) for b in (0.3, 0.6)]
+    pos = [float(_dpo(0.5, -1.0, alpha=a, beta=0.6)[1]["drift"]) for a in (1.0, 2.0)]
+    assert neg[0] > neg[1] and pos[0] == pos[1]

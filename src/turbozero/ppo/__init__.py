@@ -5,6 +5,13 @@ Importing this package registers the PPO presets (`ppo_cartpole`, `ppo_acrobot`,
 
 from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, StepOutput, make_autoreset
 from turbozero.ppo.config import PPOConfig
+from turbozero.ppo.distributions import (
+    Categorical,
+    DiagGaussian,
+    MultiCategorical,
+    ScaledBeta,
+    TanhGaussian,
+)
 from turbozero.ppo.gae import truncated_gae
 from turbozero.ppo.learner import (
     PPO,
@@ -18,17 +25,12 @@ from turbozero.ppo.learner import (
 from turbozero.ppo.load import LoadedAgent, PPOAgentParams, evaluate_run, load_agent
 from turbozero.ppo.losses import (
     clipped_value_loss,
+    dpo_loss,
     entropy_bonus,
     ppo_clip_loss,
     ppo_kl_penalty_loss,
 )
-from turbozero.ppo.networks import (
-    ActorCritic,
-    ActorCriticParams,
-    Categorical,
-    DiagGaussian,
-    make_actor_critic,
-)
+from turbozero.ppo.networks import ActorCritic, ActorCriticParams, make_actor_critic
 from turbozero.ppo.normalize import RunningStats
 from turbozero.ppo.train import CheckpointState, train_ppo
 
@@ -44,13 +46,17 @@ __all__ = [
     "Hyperparams",
     "LearnerState",
     "LoadedAgent",
+    "MultiCategorical",
     "PPOAgentParams",
     "PPOConfig",
     "RunningStats",
+    "ScaledBeta",
     "StepOutput",
+    "TanhGaussian",
     "Transition",
     "absolute_evaluate",
     "clipped_value_loss",
+    "dpo_loss",
     "entropy_bonus",
     "evaluate_run",
     "load_agent",

@@ -20,7 +20,8 @@ from turbozero.config import (
     register_preset,
 )
 
-LOSSES = ("clip", "kl_penalty")
+LOSSES = ("clip", "kl_penalty", "dpo")
+ACTION_HEADS = ("auto", "categorical", "gaussian", "tanh_gaussian", "beta", "multi_discrete")
 SCHEDULES = ("constant", "linear")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 
@@ -42,9 +43,11 @@ class PPOConfig(Config):
     # Objective.
     gamma: float = 0.99
     gae_lambda: float = 0.95
-    loss: str = "clip"  # "clip" (clipped surrogate) or "kl_penalty"
+    loss: str = "clip"  # "clip" (clipped surrogate), "kl_penalty" or "dpo" (Lu et al. 2022)
     clip_eps: float = 0.2  # policy ratio clipping radius (loss="clip")
     kl_coef: float = 3.0  # KL penalty weight (loss="kl_penalty")
+    dpo_alpha: float = 2.0  # DPO drift's scale where the advantage is >= 0 (loss="dpo")
+    dpo_beta: float = 0.6  # DPO drift's scale where the advantage is < 0 (loss="dpo")
     value_clip_eps: float = 0.2  # value clipping radius; 0 turns value clipping off
     ent_coef: float = 0.01
     vf_coef: float = 0.5  # the critic's loss weight (its own Adam mostly undoes it; clipping not)
@@ -65,7 +68,11 @@ class PPOConfig(Config):
     critic_hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     layer_norm: bool = False
-    init_log_std: float = 0.0  # Gaussian heads only
+    # The policy's distribution: "auto" (categorical for discrete actions, Gaussian for continuous
+    # ones), "categorical", "gaussian" (clipped to the bounds when stepping), "tanh_gaussian" or
+    # "beta" (both within finite bounds), "multi_discrete" (one categorical per component).
+    action_head: str = "auto"  # auto, categorical, gaussian, tanh_gaussian, beta, multi_discrete
+    init_log_std: float = 0.0  # the Gaussian heads' (gaussian, tanh_gaussian) only
     # Evaluation.
     eval_episodes: int = 16
     eval_greedy: bool = True  # mode of the policy (True) or samples (False)
@@ -121,6 +128,8 @@ class PPOConfig(Config):
         check_choice("loss", self.loss, LOSSES)
         check_range("clip_eps", self.clip_eps, low=0.0, low_inclusive=False)
         check_range("kl_coef", self.kl_coef, low=0.0)
+        check_range("dpo_alpha", self.dpo_alpha, low=0.0, low_inclusive=False)
+        check_range("dpo_beta", self.dpo_beta, low=0.0, low_inclusive=False)
         check_range("value_clip_eps", self.value_clip_eps, low=0.0)
         check_range("ent_coef", self.ent_coef, low=0.0)
         check_range("vf_coef", self.vf_coef, low=0.0, low_inclusive=False)
@@ -145,6 +154,7 @@ class PPOConfig(Config):
             if any(int(s) < 1 for s in sizes):
                 raise ConfigError(f"{name} must hold layer sizes >= 1, got {tuple(sizes)}")
         check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("action_head", self.action_head, ACTION_HEADS)
 
     @property
     def batch_size(self) -> int:

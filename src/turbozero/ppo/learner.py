@@ -2,8 +2,8 @@
 
 Letters: `E` environments per seed (and device), `T` rollout steps, `U` updates per call,
 `K` epochs per update, `N` minibatches per epoch, `M` minibatch size (`T * E = N * M`),
-`A` discrete actions, `D` continuous action dimension, `O` observation shape, `V` evaluation
-episodes.
+`A` discrete actions, `D` continuous action dimension, `K'` and `C` a multi-discrete action's
+components and the largest one's size, `O` observation shape, `V` evaluation episodes.
 
     ppo = make_ppo(PPOConfig(...))            # or make_ppo(env="gymnax:CartPole-v1", num_envs=8)
     state = jax.jit(ppo.init)(key)
@@ -20,6 +20,11 @@ One update (`train_step`) strings the named steps together:
 Every step is a top-level function of the static `LearnerSpec` (environment, networks, optimizer,
 configuration) and of explicit state; `make_ppo` validates its arguments (`validate_ppo_args`) and
 binds the spec into the `PPO` functions.
+
+The policy loss is the clipped surrogate, the KL-penalised one or Discovered Policy Optimisation's
+(`config.loss`); the action head (`config.action_head`, see `turbozero.ppo.networks`) decides
+what the rollout samples and stores (the head's raw action) and `env_action` what the environment
+receives.
 
 Seeds in parallel: `jax.vmap(ppo.init)(keys)` and `jax.jit(jax.vmap(ppo.update))(states)`.
 
@@ -39,6 +44,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from turbozero import struct
@@ -46,24 +52,36 @@ from turbozero.envs.core import Env
 from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, make_autoreset
 from turbozero.ppo.config import PPOConfig
+from turbozero.ppo.distributions import (
+    Categorical,
+    DiagGaussian,
+    Distribution,
+    MultiCategorical,
+    ScaledBeta,
+    TanhGaussian,
+    component_masks,
+    ravel_components,
+    scale_to_bounds,
+    squash_to_bounds,
+)
 from turbozero.ppo.gae import truncated_gae
 from turbozero.ppo.losses import (
     clipped_value_loss,
+    dpo_loss,
     entropy_bonus,
     ppo_clip_loss,
     ppo_kl_penalty_loss,
 )
 from turbozero.ppo.networks import (
+    BOUNDED_HEADS,
+    CONTINUOUS_HEADS,
+    MASKED_LOGIT,
     ActorCritic,
     ActorCriticParams,
-    Categorical,
-    DiagGaussian,
-    Distribution,
     make_actor_critic,
 )
 from turbozero.types import Array, PRNGKey, PyTree
 
-MASKED_LOGIT = -1e9
 FRESH_AHEAD_BYTES = 64 * 2**20  # draw a rollout's restart states ahead when they fit in this
 
 
@@ -97,14 +115,15 @@ class Transition(NamedTuple):
 
     obs: Array  # [E, *O] observation the policy saw (normalised when normalising)
     raw_obs: Array | None  # [E, *O] unnormalised observation (only when normalising)
-    action: Array  # [E] int32 or [E, D] float32 (unclipped sample)
+    action: Array  # the head's raw action: [E] int32, [E, D] float32 or [E, K'] int32
+    action_noise: Array | None  # [E, D] the sample's standard normal noise (tanh_gaussian only)
     log_prob: Array  # [E]
     value: Array  # [E]
     reward: Array  # [E]
     terminated: Array  # [E] bool
     truncated: Array  # [E] bool
     next_obs: Array | None  # [E, *O] true next observation (unnormalised; dropped for the epochs)
-    action_mask: Array | None  # [E, A] bool (discrete actions only)
+    action_mask: Array | None  # [E, A] bool, [E, K', C] for multi_discrete (discrete only)
     old_policy: Distribution | None  # the acting distribution (KL-penalty loss only)
     episode_return: Array  # [E] return of the episode ending here (valid where done)
     episode_length: Array  # [E]
@@ -130,6 +149,8 @@ class Hyperparams(NamedTuple):
     gamma: Array | float
     gae_lambda: Array | float
     reward_scale: Array | float
+    dpo_alpha: Array | float
+    dpo_beta: Array | float
 
 
 def hyperparams_of(cfg: PPOConfig) -> Hyperparams:
@@ -163,8 +184,10 @@ class LearnerSpec(NamedTuple):
         optimizer: the transformation of both networks' gradients (each has its own state).
         axis_name: the named axis (devices) over which gradients and statistics are averaged,
             or None.
+        head: the action head (`config.action_head` with "auto" resolved; see
+            `turbozero.ppo.networks.HEADS`).
         action_low, action_high: `[D]` (or broadcastable) bounds Gaussian actions are clipped
-            to before stepping, or None.
+            to before stepping (and the bounded heads' box), or None.
         fresh_ahead: draw the states finished episodes restart from ahead of the rollout's loop
             (True) or inside it from their keys (False; the same states, less memory).
     """
@@ -175,6 +198,7 @@ class LearnerSpec(NamedTuple):
     network: ActorCritic
     optimizer: optax.GradientTransformation
     axis_name: str | None
+    head: str
     action_low: Array | None
     action_high: Array | None
     fresh_ahead: bool
@@ -193,8 +217,7 @@ class PPO(NamedTuple):
             evaluation environments, and `finished`, the fraction of episodes that ended within
             `eval_max_steps` (the others' returns are partial); `num_episodes` is static.
         act: `act(params, obs_stats, observations [B, *O], key, *, greedy=False,
-            action_mask=None) -> actions [B] or [B, D]` (environment-ready: Gaussian samples are
-            clipped to the action bounds).
+            action_mask=None) -> actions [B] or [B, D]` (environment-ready, see `env_action`).
         network: the actor-critic functions.
         env: the environment.
         config: the configuration.
@@ -214,7 +237,10 @@ class PPO(NamedTuple):
 class RolloutInputs(NamedTuple):
     """The randomness of a rollout, drawn ahead of its loop (leaves `[T, E, ...]`)."""
 
-    noise: Array  # [T, E, A] standard Gumbel or [T, E, D] standard normal action noise
+    # [T, E, A] (categorical) or [T, E, K', C] (multi_discrete) standard Gumbel, [T, E, D]
+    # standard normal (Gaussian heads) action noise, or [T] keys (beta: its draws need the
+    # parameters)
+    noise: Array
     step_keys: Array  # [T, E] keys of the environment steps
     fresh: PyTree  # [T, E, ...] states finished episodes restart from (their keys, if not ahead)
 
@@ -250,17 +276,41 @@ class EvalCarry(NamedTuple):
 
 
 def _mask_policy(dist: Distribution, mask: Array | None) -> Distribution:
-    if mask is None or not isinstance(dist, Categorical):
+    """`dist` with the illegal choices of `mask` (in `head_mask`'s form) at `MASKED_LOGIT`."""
+    if mask is None:
         return dist
-    return Categorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
+    if isinstance(dist, Categorical):
+        return Categorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
+    if isinstance(dist, MultiCategorical):
+        return MultiCategorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
+    return dist
+
+
+def head_mask(spec: LearnerSpec, mask: Array | None) -> Array | None:
+    """The legal actions `mask [B, A]` in the form the head masks: unchanged, or for the
+    multi-discrete head each component's choices that belong to a legal action `[B, K', C]`
+    (see `turbozero.ppo.distributions.component_masks`: where the joint mask is no product,
+    the head can still pick an illegal combination)."""
+    if mask is None or spec.head != "multi_discrete":
+        return mask
+    assert spec.env.action_components is not None
+    return component_masks(mask, spec.env.action_components)
 
 
 def _per_sample(dist: Distribution) -> Distribution:
     """`dist` with every field batched like its samples (`[E, ...]`), so that it can be stacked
     over time, flattened and shuffled with the rest of a rollout. A Gaussian head's shared
-    log standard deviation `[D]` is broadcast to `[E, D]`."""
+    log standard deviation `[D]` and the bounded heads' bounds `[D]` are broadcast to `[E, D]`."""
     if isinstance(dist, DiagGaussian):
         return DiagGaussian(dist.mean, jnp.broadcast_to(dist.log_std, dist.mean.shape))
+    if isinstance(dist, TanhGaussian):
+        return TanhGaussian(
+            *(jnp.broadcast_to(x, dist.mean.shape) for x in dist)  # type: ignore[arg-type]
+        )
+    if isinstance(dist, ScaledBeta):
+        return ScaledBeta(
+            *(jnp.broadcast_to(x, dist.alpha.shape) for x in dist)  # type: ignore[arg-type]
+        )
     return dist
 
 
@@ -299,6 +349,24 @@ def normalize_observations(
 
 
 def env_action(spec: LearnerSpec, action: Array) -> Array:
+    """The environment's action of the head's raw `action`: a Gaussian sample `[..., D]`
+    clipped to the bounds, a tanh-Gaussian's pre-squash one squashed into them, a Beta's
+    `[0, 1]` one scaled to them, multi-discrete components `[..., K']` as their flat index;
+    categorical indices unchanged."""
+    low, high = spec.action_low, spec.action_high
+    if spec.head == "tanh_gaussian":
+        assert low is not None and high is not None
+        return squash_to_bounds(action, low, high)
+    if spec.head == "beta":
+        assert low is not None and high is not None
+        return scale_to_bounds(action, low, high)
+    if spec.head == "multi_discrete":
+        assert spec.env.action_components is not None
+        return ravel_components(action, spec.env.action_components)
+    return clip_to_bounds(spec, action)
+
+
+def clip_to_bounds(spec: LearnerSpec, action: Array) -> Array:
     """`action [..., D]` clipped to the environment's bounds (discrete actions unchanged)."""
     low, high = spec.action_low, spec.action_high
     if spec.env.continuous and low is not None and high is not None:
@@ -335,15 +403,16 @@ def act(
         action_mask: `[B, A]` legal actions (discrete actions only).
 
     Returns:
-        `[B]` int32 or `[B, D]` float32 actions (Gaussian ones clipped to the bounds).
+        `[B]` int32 or `[B, D]` float32 environment actions (`env_action`).
     """
     obs = normalize_observations(spec, obs_stats, observations)
-    dist = _mask_policy(spec.network.policy(params.actor, obs), action_mask)
+    dist = _mask_policy(spec.network.policy(params.actor, obs), head_mask(spec, action_mask))
     return env_action(spec, dist.mode() if greedy else dist.sample(key))
 
 
 def random_actions(spec: LearnerSpec, mask: Array | None, key: PRNGKey, *, num: int) -> Array:
-    """`num` uniformly random legal actions (to warm up the observation statistics).
+    """`num` uniformly random legal environment actions (to warm up the observation
+    statistics); multi-discrete ones uniform over the legal flat actions.
 
     Args:
         spec: the learner's static pieces.
@@ -439,7 +508,7 @@ def warmup_step(
     action_key, step_key = jax.random.split(key)
     action = random_actions(spec, action_masks(spec, env_state.env_state), action_key, num=num)
     env_state, _ = jax.vmap(spec.autoreset.step)(
-        env_state, env_action(spec, action), jax.random.split(step_key, num)
+        env_state, clip_to_bounds(spec, action), jax.random.split(step_key, num)
     )
     return env_state, env_state.observation
 
@@ -534,11 +603,7 @@ def rollout(
     """
     T, E = spec.config.rollout_length, spec.config.num_envs
     noise_key, step_key, reset_key = jax.random.split(key, 3)
-    shape = (T, E, spec.env.num_actions)
-    if spec.env.continuous:
-        noise = jax.random.normal(noise_key, shape)
-    else:
-        noise = jax.random.gumbel(noise_key, shape)
+    noise = action_noise(spec, noise_key, T=T, E=E)
     step_keys = jax.random.split(step_key, (T, E))
     reset_keys = jax.random.split(reset_key, (T, E))
     if spec.fresh_ahead:
@@ -547,6 +612,21 @@ def rollout(
         fresh = reset_keys  # drawn inside the loop
     inputs = RolloutInputs(noise, step_keys, fresh)
     return jax.lax.scan(functools.partial(rollout_step, spec, params, obs_stats), env_state, inputs)
+
+
+def action_noise(spec: LearnerSpec, key: PRNGKey, *, T: int, E: int) -> Array:
+    """The randomness of `T` steps' actions of `E` environments for the head's `sample_with`
+    (see `RolloutInputs.noise`); `key` is consumed."""
+    if spec.head == "beta":
+        return jax.random.split(key, T)
+    if spec.head == "multi_discrete":
+        sizes = spec.env.action_components
+        assert sizes is not None
+        return jax.random.gumbel(key, (T, E, len(sizes), max(sizes)))
+    shape = (T, E, spec.env.num_actions)
+    if spec.head in CONTINUOUS_HEADS:
+        return jax.random.normal(key, shape)
+    return jax.random.gumbel(key, shape)
 
 
 def _restart_states(spec: LearnerSpec, keys: Array) -> PyTree:
@@ -565,7 +645,7 @@ def rollout_step(
     fresh = inputs.fresh if spec.fresh_ahead else _restart_states(spec, inputs.fresh)
     raw = env_state.observation
     obs = normalize_observations(spec, obs_stats, raw)
-    mask = action_masks(spec, env_state.env_state)
+    mask = head_mask(spec, action_masks(spec, env_state.env_state))
     dist = _mask_policy(spec.network.policy(params.actor, obs), mask)
     action = dist.sample_with(inputs.noise)
     log_prob = dist.log_prob(action)
@@ -577,6 +657,7 @@ def rollout_step(
         obs=obs,
         raw_obs=raw if spec.config.normalize_observations else None,
         action=action,
+        action_noise=inputs.noise if spec.head == "tanh_gaussian" else None,
         log_prob=log_prob,
         value=value,
         reward=out.reward,
@@ -714,26 +795,34 @@ def actor_loss(
     hp: Hyperparams,
 ) -> tuple[Array, dict[str, Array]]:
     """The policy's loss on `transitions` (leaves `[M, ...]`) with `advantages [M]`: the clipped
-    surrogate or the KL-penalised one, minus the entropy bonus; and its parts."""
+    surrogate, the KL-penalised one or DPO's, minus the entropy bonus; and its parts."""
     dist = _mask_policy(spec.network.policy(actor_params, transitions.obs), transitions.action_mask)
     log_prob = dist.log_prob(transitions.action)
     if spec.config.loss == "clip":
         loss, info = ppo_clip_loss(log_prob, transitions.log_prob, advantages, clip_eps=hp.clip_eps)
+    elif spec.config.loss == "dpo":
+        loss, info = dpo_loss(
+            log_prob, transitions.log_prob, advantages, alpha=hp.dpo_alpha, beta=hp.dpo_beta
+        )
     else:
         old = transitions.old_policy
-        assert old is not None
-        if isinstance(old, Categorical):
-            assert isinstance(dist, Categorical)
-            kl = old.kl(dist)
-        else:
-            assert isinstance(dist, DiagGaussian)
-            kl = old.kl(dist)
+        assert old is not None and type(old) is type(dist)
+        kl = old.kl(dist)  # type: ignore[arg-type]
         loss, info = ppo_kl_penalty_loss(
             log_prob, transitions.log_prob, advantages, kl, kl_coef=hp.kl_coef
         )
-    entropy = dist.entropy()
+    entropy = policy_entropy(dist, transitions)
     total = loss + entropy_bonus(entropy, coef=hp.ent_coef)
     return total, {"actor_loss": loss, "entropy": jnp.mean(entropy), **info}
+
+
+def policy_entropy(dist: Distribution, transitions: Transition) -> Array:
+    """`[M]` entropy of the policy at `transitions`' observations: closed forms, except the
+    tanh-Gaussian's one-sample estimate at the current policy's reparameterised sample of the
+    acting sample's noise (see `TanhGaussian.entropy`)."""
+    if isinstance(dist, TanhGaussian):
+        return dist.entropy(transitions.action_noise)
+    return dist.entropy()
 
 
 def critic_loss(
@@ -874,7 +963,8 @@ def validate_ppo_args(
     """Check `make_ppo`'s arguments and resolve them into a configuration and an environment.
 
     Raises:
-        turbozero.config.ConfigError: for an unknown field or a value out of range.
+        turbozero.config.ConfigError: for an unknown field, a value out of range, or an action
+            head that does not fit the environment's actions (`resolve_action_head`).
         ValueError: for an environment with more than one player.
     """
     overrides = dict(overrides)
@@ -900,7 +990,59 @@ def validate_ppo_args(
         raise ValueError(
             f"env must have num_players == 1 for PPO, got {env.num_players} ({env.name})"
         )
+    resolve_action_head(config.action_head, env)
     return config, env
+
+
+def resolve_action_head(action_head: str, env: Env) -> str:
+    """The head `action_head` names for `env`: "auto" is "categorical" for discrete actions and
+    "gaussian" for continuous ones.
+
+    Raises:
+        turbozero.config.ConfigError: naming the head and what the environment's actions lack.
+    """
+    from turbozero.config import ConfigError
+
+    if action_head == "auto":
+        return "gaussian" if env.continuous else "categorical"
+    kind = "continuous" if env.continuous else "discrete"
+    if (action_head in CONTINUOUS_HEADS) != env.continuous:
+        fits = "'gaussian', 'tanh_gaussian', 'beta'" if env.continuous else "'categorical'"
+        if not env.continuous and env.action_components is not None:
+            fits += ", 'multi_discrete'"
+        raise ConfigError(
+            f"action_head={action_head!r} does not fit {env.name!r}, whose actions are {kind}: "
+            f"use 'auto' or one of {fits}"
+        )
+    if action_head in BOUNDED_HEADS:
+        low, high = _bounds(env)
+        if low is None or high is None or not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise ConfigError(
+                f"action_head={action_head!r} needs finite action bounds, and {env.name!r} has "
+                f"action_low={env.action_low!r}, action_high={env.action_high!r}: use "
+                f"'gaussian' (clipped to whatever bounds there are)"
+            )
+        if not (low < high).all():
+            raise ConfigError(
+                f"action_head={action_head!r} needs action_low < action_high, and {env.name!r} "
+                f"has action_low={env.action_low!r}, action_high={env.action_high!r}"
+            )
+    if action_head == "multi_discrete" and env.action_components is None:
+        raise ConfigError(
+            f"action_head='multi_discrete' needs an environment whose actions are made of "
+            f"components (Env.action_components, e.g. jumanji's MultiDiscreteArray); "
+            f"{env.name!r} has {env.num_actions} plain discrete actions: use 'categorical'"
+        )
+    return action_head
+
+
+def _bounds(env: Env) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """`env`'s action bounds as `[D]` float32 arrays (None where it has none)."""
+    dim = (env.num_actions,)
+    return tuple(  # type: ignore[return-value]
+        None if b is None else np.broadcast_to(np.asarray(b, np.float32), dim)
+        for b in (env.action_low, env.action_high)
+    )
 
 
 def make_learner_spec(config: PPOConfig, env: Env, *, axis_name: str | None = None) -> LearnerSpec:
@@ -912,6 +1054,8 @@ def make_learner_spec(config: PPOConfig, env: Env, *, axis_name: str | None = No
     the `T * E` states of all `num_seeds` seeds fit in `FRESH_AHEAD_BYTES` (the seeds' programs
     are vmapped, so all of theirs are held at once).
     """
+    head = resolve_action_head(config.action_head, env)
+    low, high = _bounds(env) if head in BOUNDED_HEADS else (None, None)
     network = make_actor_critic(
         action_dim=env.num_actions,
         continuous=env.continuous,
@@ -920,6 +1064,10 @@ def make_learner_spec(config: PPOConfig, env: Env, *, axis_name: str | None = No
         activation=config.activation,
         layer_norm=config.layer_norm,
         init_log_std=config.init_log_std,
+        head=None if config.action_head == "auto" else head,
+        action_low=None if low is None else low.tolist(),
+        action_high=None if high is None else high.tolist(),
+        action_components=env.action_components if head == "multi_discrete" else None,
     )
     steps = config.num_updates * config.epochs * config.num_minibatches
     schedule = optax.linear_schedule(1.0, 0.0, steps) if config.lr_schedule == "linear" else 1.0
@@ -938,6 +1086,7 @@ def make_learner_spec(config: PPOConfig, env: Env, *, axis_name: str | None = No
         network=network,
         optimizer=optimizer,
         axis_name=axis_name,
+        head=head,
         action_low=None if env.action_low is None else jnp.asarray(env.action_low, jnp.float32),
         action_high=None if env.action_high is None else jnp.asarray(env.action_high, jnp.float32),
         fresh_ahead=restarts * state_bytes <= FRESH_AHEAD_BYTES,

@@ -33,7 +33,7 @@ from turbozero.io.rundir import RunDir
 from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, make_ppo
-from turbozero.ppo.networks import ActorCriticParams, Categorical
+from turbozero.ppo.networks import ActorCriticParams, Categorical, MultiCategorical
 from turbozero.ppo.train import abstract_checkpoint, read_run_config
 from turbozero.types import PRNGKey, PyTree
 
@@ -57,9 +57,11 @@ class PPOPolicy:
     """`policy_fn(PPOAgentParams, states [B, ...], key) -> AgentOutput` of a PPO actor-critic.
 
     The action is the mode of the policy (greedy) or a sample (`sample=True`); illegal actions are
-    masked. For discrete actions `weights` is the masked policy `[B, A]`; for continuous ones
-    (`action [B, D]` float32, clipped to the bounds) `weights` is zeros `[B, D]`, as a density
-    has no per-action weights. `value` is the critic's estimate `[B]`. Hashed by identity.
+    masked. For discrete actions `weights` is the masked policy `[B, A]` (for the multi-discrete
+    head, the product of its components' policies over the flat actions, renormalised over the
+    legal ones); for continuous ones (`action [B, D]` float32, within the bounds) `weights` is
+    zeros `[B, D]`, as a density has no per-action weights. `value` is the critic's estimate
+    `[B]`. Hashed by identity.
     """
 
     ppo: PPO
@@ -85,6 +87,9 @@ class PPOPolicy:
         if isinstance(dist, Categorical):
             assert mask is not None
             weights = masked_softmax(dist.logits, mask)
+        elif isinstance(dist, MultiCategorical):
+            assert mask is not None and env.action_components is not None
+            weights = masked_softmax(dist.joint_log_probs(env.action_components), mask)
         else:
             weights = jnp.zeros(action.shape, jnp.float32)
         return AgentOutput(action, weights, value)

@@ -3,12 +3,14 @@
 ratio = exp(log_prob - old_log_prob)
 clipped surrogate:  L = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
 KL penalty:         L = -mean(ratio * A) + beta * mean(KL(old || new))
+DPO:                L = -mean(ratio * A - drift(ratio, A))   (Discovered Policy Optimisation)
 clipped value:      L = 0.5 * mean(max((v - G)^2, (v_old + clip(v - v_old, -eps, eps) - G)^2))
 entropy bonus:      -coef * mean(entropy), added to the actor's loss by the learner
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from turbozero.types import Array
@@ -59,6 +61,64 @@ def ppo_kl_penalty_loss(
     mean_kl = jnp.mean(kl)
     loss = -jnp.mean(ratio * advantages) + kl_coef * mean_kl
     return loss, {"kl": mean_kl, "approx_kl": jnp.mean((ratio - 1.0) - log_ratio)}
+
+
+def dpo_drift(
+    ratio: Array, advantages: Array, *, alpha: float | Array, beta: float | Array
+) -> Array:
+    """The drift of Discovered Policy Optimisation (Lu et al. 2022, "Discovered Policy
+    Optimisation", NeurIPS), a penalty >= 0 on moving the policy, `[M]`:
+
+        A >= 0:  relu((r - 1) A - alpha tanh((r - 1) A / alpha))
+        A <  0:  relu(log(r) A - beta tanh(log(r) A / beta))
+
+    It is zero where the move lowers the surrogate (`(r - 1) A <= 0`), flat at `r = 1` (so the
+    first gradient step is the plain policy gradient), and grows like `|x| - scale` once
+    `x = (r - 1) A` (or `log(r) A`) is well past `scale`: the surrogate's gain levels off
+    instead of being cut as by clipping.
+
+    Args:
+        ratio: `[M]` probability ratios `r` (> 0).
+        advantages: `[M]` advantages `A`.
+        alpha, beta: the drift's scales for positive and negative advantages (> 0).
+    """
+    positive = (ratio - 1.0) * advantages
+    negative = jnp.log(ratio) * advantages
+    drift_pos = jax.nn.relu(positive - alpha * jnp.tanh(positive / alpha))
+    drift_neg = jax.nn.relu(negative - beta * jnp.tanh(negative / beta))
+    return jnp.where(advantages >= 0.0, drift_pos, drift_neg)
+
+
+def dpo_loss(
+    log_prob: Array,
+    old_log_prob: Array,
+    advantages: Array,
+    *,
+    alpha: float | Array,
+    beta: float | Array,
+) -> tuple[Array, dict[str, Array]]:
+    """Discovered Policy Optimisation's policy loss, `-mean(ratio * A - drift)` (see
+    `dpo_drift`).
+
+    Args:
+        log_prob, old_log_prob, advantages: as in `ppo_clip_loss`.
+        alpha, beta: the drift's scales for positive and negative advantages (> 0; the paper's
+            2 and 0.6).
+
+    Returns:
+        `(loss [], info)` with `drift` (its mean), `drift_fraction` (share of transitions with
+        a positive drift) and `approx_kl`.
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = jnp.exp(log_ratio)
+    drift = dpo_drift(ratio, advantages, alpha=alpha, beta=beta)
+    loss = -jnp.mean(ratio * advantages - drift)
+    info = {
+        "drift": jnp.mean(drift),
+        "drift_fraction": jnp.mean((drift > 0.0).astype(jnp.float32)),
+        "approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
+    }
+    return loss, info
 
 
 def clipped_value_loss(

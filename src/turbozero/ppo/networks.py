@@ -1,12 +1,20 @@
-"""Actor and critic MLPs and the two action distributions PPO needs.
+"""Actor and critic MLPs; the actor ends in one of PPO's action heads.
 
-Letters: `B` batch of observations, `A` discrete actions, `D` continuous action dimension.
+Letters: `B` batch of observations, `A` discrete actions, `D` continuous action dimension, `K`
+components of a multi-discrete action, `C` the largest component's size.
 
-The actor ends in a categorical head (logits `[B, A]`) for discrete environments or a diagonal
-Gaussian head (mean `[B, D]`, state-independent log standard deviation `[D]`) for continuous ones.
-Gaussian actions are unbounded; the learner clips them to the environment's bounds when stepping
-and keeps the unclipped sample for the log-probability. The critic is a separate MLP with a scalar
-output `[B]`. Observations of any shape are flattened to `[B, F]` first.
+Heads (`HEADS`; the distributions are in `turbozero.ppo.distributions`):
+
+    categorical     logits [B, A]                        -> Categorical
+    gaussian        mean [B, D], log std [D] (a param)   -> DiagGaussian (unbounded; the learner
+                                                            clips samples to the bounds)
+    tanh_gaussian   mean [B, D], log std [D] (a param)   -> TanhGaussian (squashed into the bounds)
+    beta            alpha, beta = 1 + softplus([B, D])   -> ScaledBeta (scaled to the bounds)
+    multi_discrete  logits [B, sum(n_k)]                 -> MultiCategorical (one categorical per
+                                                            component, padded to [B, K, C])
+
+The critic is a separate MLP with a scalar output `[B]`. Observations of any shape are flattened
+to `[B, F]` first.
 """
 
 from __future__ import annotations
@@ -19,7 +27,38 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from turbozero.ppo.distributions import (
+    Categorical,
+    DiagGaussian,
+    Distribution,
+    MultiCategorical,
+    ScaledBeta,
+    TanhGaussian,
+    pad_component_logits,
+)
 from turbozero.types import Array, Params, PRNGKey
+
+__all__ = [
+    "ACTIVATIONS",
+    "HEADS",
+    "MLP",
+    "Actor",
+    "ActorCritic",
+    "ActorCriticParams",
+    "Categorical",
+    "Critic",
+    "DiagGaussian",
+    "Distribution",
+    "MultiCategorical",
+    "ScaledBeta",
+    "TanhGaussian",
+    "make_actor_critic",
+]
+
+HEADS = ("categorical", "gaussian", "tanh_gaussian", "beta", "multi_discrete")
+CONTINUOUS_HEADS = ("gaussian", "tanh_gaussian", "beta")
+BOUNDED_HEADS = ("tanh_gaussian", "beta")
+MASKED_LOGIT = -1e9
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "tanh": jnp.tanh,
@@ -28,86 +67,6 @@ ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "silu": nn.silu,
     "elu": nn.elu,
 }
-
-
-class Categorical(NamedTuple):
-    """A batch of categorical distributions over `A` actions.
-
-    Attributes:
-        logits: `[..., A]` unnormalised log-probabilities.
-    """
-
-    logits: Array
-
-    def sample(self, key: PRNGKey) -> Array:
-        """`[...]` int32 actions; `key` is consumed."""
-        return jax.random.categorical(key, self.logits).astype(jnp.int32)
-
-    def sample_with(self, noise: Array) -> Array:
-        """`[...]` int32 actions from standard Gumbel `noise [..., A]` (the Gumbel-max trick;
-        `sample(key)` is `sample_with(jax.random.gumbel(key, logits.shape))`)."""
-        return jnp.argmax(self.logits + noise, axis=-1).astype(jnp.int32)
-
-    def mode(self) -> Array:
-        return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
-
-    def log_prob(self, action: Array) -> Array:
-        logp = jax.nn.log_softmax(self.logits)
-        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
-
-    def entropy(self) -> Array:
-        logp = jax.nn.log_softmax(self.logits)
-        return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
-
-    def kl(self, other: Categorical) -> Array:
-        """KL(self || other), `[...]`."""
-        logp = jax.nn.log_softmax(self.logits)
-        logq = jax.nn.log_softmax(other.logits)
-        return jnp.sum(jnp.exp(logp) * (logp - logq), axis=-1)
-
-
-class DiagGaussian(NamedTuple):
-    """A batch of Gaussians with diagonal covariance over `D`-dimensional actions.
-
-    Attributes:
-        mean: `[..., D]`.
-        log_std: `[..., D]` (or broadcastable to it).
-    """
-
-    mean: Array
-    log_std: Array
-
-    def sample(self, key: PRNGKey) -> Array:
-        """`[..., D]` float32 actions; `key` is consumed."""
-        noise = jax.random.normal(key, self.mean.shape, self.mean.dtype)
-        return self.mean + jnp.exp(self.log_std) * noise
-
-    def sample_with(self, noise: Array) -> Array:
-        """`[..., D]` float32 actions from standard normal `noise [..., D]`."""
-        return self.mean + jnp.exp(self.log_std) * noise
-
-    def mode(self) -> Array:
-        return self.mean
-
-    def log_prob(self, action: Array) -> Array:
-        log_std = jnp.broadcast_to(self.log_std, self.mean.shape)
-        z = (action - self.mean) * jnp.exp(-log_std)
-        return jnp.sum(-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi), axis=-1)
-
-    def entropy(self) -> Array:
-        log_std = jnp.broadcast_to(self.log_std, self.mean.shape)
-        return jnp.sum(log_std + 0.5 * (1.0 + math.log(2 * math.pi)), axis=-1)
-
-    def kl(self, other: DiagGaussian) -> Array:
-        """KL(self || other), `[...]`."""
-        ls_p = jnp.broadcast_to(self.log_std, self.mean.shape)
-        ls_q = jnp.broadcast_to(other.log_std, other.mean.shape)
-        var_ratio = jnp.exp(2 * (ls_p - ls_q))
-        diff = (self.mean - other.mean) * jnp.exp(-ls_q)
-        return jnp.sum(0.5 * (var_ratio + diff**2 - 1.0) - (ls_p - ls_q), axis=-1)
-
-
-Distribution = Categorical | DiagGaussian
 
 
 class MLP(nn.Module):
@@ -130,7 +89,12 @@ class MLP(nn.Module):
 
 
 class Actor(nn.Module):
-    """Policy network: flattened observations `[B, ...]` to a `Categorical` or `DiagGaussian`."""
+    """Policy network: flattened observations `[B, ...]` to the head's distribution.
+
+    `head` None is the categorical head when `continuous` is False and the Gaussian one when
+    True. The bounded heads read `action_low`/`action_high` (`D` finite floats each); the
+    multi-discrete head reads `action_components` (`K` sizes, product `action_dim`).
+    """
 
     action_dim: int
     continuous: bool
@@ -138,18 +102,43 @@ class Actor(nn.Module):
     activation: str = "tanh"
     layer_norm: bool = False
     init_log_std: float = 0.0
+    head: str | None = None
+    action_low: tuple[float, ...] | None = None
+    action_high: tuple[float, ...] | None = None
+    action_components: tuple[int, ...] | None = None
 
     @nn.compact
     def __call__(self, obs: Array) -> Distribution:
+        head = self.head or ("gaussian" if self.continuous else "categorical")
         x = jnp.reshape(obs, (obs.shape[0], -1)).astype(jnp.float32)
         x = MLP(self.hidden_sizes, self.activation, self.layer_norm)(x)
-        out = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
-        if not self.continuous:
-            return Categorical(out)
+        small = nn.initializers.orthogonal(0.01)
+        if head == "categorical":
+            return Categorical(nn.Dense(self.action_dim, kernel_init=small)(x))
+        if head == "multi_discrete":
+            sizes = self.action_components
+            assert sizes is not None
+            flat = nn.Dense(sum(sizes), kernel_init=small)(x)
+            return MultiCategorical(pad_component_logits(flat, sizes, masked_logit=MASKED_LOGIT))
+        if head == "beta":
+            out = nn.Dense(2 * self.action_dim, kernel_init=small)(x)
+            alpha = 1.0 + jax.nn.softplus(out[:, : self.action_dim])
+            beta = 1.0 + jax.nn.softplus(out[:, self.action_dim :])
+            return ScaledBeta(alpha, beta, *self._bounds())
+        out = nn.Dense(self.action_dim, kernel_init=small)(x)
         log_std = self.param(
             "log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,)
         )
+        if head == "tanh_gaussian":
+            return TanhGaussian(out, log_std, *self._bounds())
         return DiagGaussian(out, log_std)
+
+    def _bounds(self) -> tuple[Array, Array]:
+        assert self.action_low is not None and self.action_high is not None
+        return (
+            jnp.asarray(self.action_low, jnp.float32),
+            jnp.asarray(self.action_high, jnp.float32),
+        )
 
 
 class Critic(nn.Module):
@@ -178,7 +167,7 @@ class ActorCritic(NamedTuple):
 
     Attributes:
         init: `init(key, obs [B, ...]) -> ActorCriticParams`; `key` is consumed.
-        policy: `policy(actor_params, obs [B, ...]) -> Categorical | DiagGaussian`.
+        policy: `policy(actor_params, obs [B, ...]) -> Distribution` (the head's).
         value: `value(critic_params, obs [B, ...]) -> [B]`.
     """
 
@@ -196,28 +185,53 @@ def make_actor_critic(
     activation: str = "tanh",
     layer_norm: bool = False,
     init_log_std: float = 0.0,
+    head: str | None = None,
+    action_low: Sequence[float] | None = None,
+    action_high: Sequence[float] | None = None,
+    action_components: Sequence[int] | None = None,
 ) -> ActorCritic:
     """Build separate actor and critic MLPs.
 
     Args:
         action_dim: `A` for discrete actions, `D` for continuous ones (>= 1).
-        continuous: Gaussian head when True, categorical when False.
+        continuous: whether actions are continuous; picks the head when `head` is None
+            (Gaussian when True, categorical when False).
         actor_hidden, critic_hidden: hidden layer sizes (each >= 1; may be empty).
         activation: one of `ACTIVATIONS`.
         layer_norm: add `LayerNorm` after every hidden dense layer.
-        init_log_std: initial log standard deviation of the Gaussian head.
+        init_log_std: initial log standard deviation of the Gaussian heads.
+        head: one of `HEADS`, or None (see `continuous`).
+        action_low, action_high: `D` finite bounds, `low < high` (the bounded heads).
+        action_components: the components' sizes, product `action_dim` (multi-discrete head).
 
     Raises:
-        ValueError: naming the argument that is out of range.
+        ValueError: naming the argument that is out of range or missing for the head.
     """
-    if action_dim < 1:
-        raise ValueError(f"action_dim must be >= 1, got {action_dim}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    for arg, sizes in (("actor_hidden", actor_hidden), ("critic_hidden", critic_hidden)):
-        if any(int(s) < 1 for s in sizes):
-            raise ValueError(f"{arg} sizes must all be >= 1, got {tuple(sizes)}")
-    actor = Actor(action_dim, continuous, tuple(actor_hidden), activation, layer_norm, init_log_std)
+    validate_actor_critic_args(
+        action_dim=action_dim,
+        continuous=continuous,
+        actor_hidden=actor_hidden,
+        critic_hidden=critic_hidden,
+        activation=activation,
+        head=head,
+        action_low=action_low,
+        action_high=action_high,
+        action_components=action_components,
+    )
+    low = None if action_low is None else tuple(float(v) for v in action_low)
+    high = None if action_high is None else tuple(float(v) for v in action_high)
+    actor = Actor(
+        action_dim,
+        continuous,
+        tuple(actor_hidden),
+        activation,
+        layer_norm,
+        init_log_std,
+        head=head,
+        action_low=low,
+        action_high=high,
+        action_components=None if action_components is None else tuple(action_components),
+    )
     critic = Critic(tuple(critic_hidden), activation, layer_norm)
 
     def init(key: PRNGKey, obs: Array) -> ActorCriticParams:
@@ -230,3 +244,56 @@ def make_actor_critic(
         policy=actor.apply,  # type: ignore[arg-type]
         value=critic.apply,  # type: ignore[arg-type]
     )
+
+
+def validate_actor_critic_args(
+    *,
+    action_dim: int,
+    continuous: bool,
+    actor_hidden: Sequence[int],
+    critic_hidden: Sequence[int],
+    activation: str,
+    head: str | None,
+    action_low: Sequence[float] | None,
+    action_high: Sequence[float] | None,
+    action_components: Sequence[int] | None,
+) -> None:
+    """`make_actor_critic`'s checks (see there); raises `ValueError` naming the argument."""
+    if action_dim < 1:
+        raise ValueError(f"action_dim must be >= 1, got {action_dim}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    for arg, sizes in (("actor_hidden", actor_hidden), ("critic_hidden", critic_hidden)):
+        if any(int(s) < 1 for s in sizes):
+            raise ValueError(f"{arg} sizes must all be >= 1, got {tuple(sizes)}")
+    if head is None:
+        return
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {list(HEADS)} or None, got {head!r}")
+    if (head in CONTINUOUS_HEADS) != continuous:
+        kind = "continuous" if continuous else "discrete"
+        raise ValueError(f"head {head!r} does not fit {kind} actions")
+    if head in BOUNDED_HEADS:
+        if action_low is None or action_high is None:
+            raise ValueError(f"head {head!r} needs action_low and action_high")
+        low = [float(v) for v in action_low]
+        high = [float(v) for v in action_high]
+        if (
+            len(low) != action_dim
+            or len(high) != action_dim
+            or not all(
+                math.isfinite(lo) and math.isfinite(hi) and lo < hi
+                for lo, hi in zip(low, high, strict=True)
+            )
+        ):
+            raise ValueError(
+                f"head {head!r} needs {action_dim} finite bounds with action_low < action_high, "
+                f"got action_low={low}, action_high={high}"
+            )
+    if head == "multi_discrete":
+        counts = [] if action_components is None else [int(n) for n in action_components]
+        if not counts or any(n < 1 for n in counts) or math.prod(counts) != action_dim:
+            raise ValueError(
+                f"head 'multi_discrete' needs action_components, sizes >= 1 whose product is "
+                f"action_dim={action_dim}, got {action_components!r}"
+            )

@@ -8,7 +8,8 @@ An `Env` holds pure, single-game functions (callers `vmap` them over a batch of 
     metadata(state) -> StepMetadata      # what the last init/step reported, from the state alone
 
 `key` is consumed by `init` and `step` (deterministic games ignore it). See docs/conventions.md for
-players, rewards, signs, terminal states, truncation and illegal actions.
+players, rewards, signs, terminal states, truncation and illegal actions. A game with chance events
+may also expose its step split at them on `Env.chance` (see `turbozero.envs.chance`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from turbozero.envs.chance import Chance, validate_chance
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 
@@ -37,6 +39,9 @@ class Env:
         observation_shape: shape of `observe(state)`.
         init, step, observe, metadata: the contract's functions (see the module docstring).
         deterministic: True when `step` ignores its key; subtree reuse in search needs it.
+        chance: for a game with chance events, its step split at them (`decide`, then
+            `resolve` with an outcome drawn from `probabilities`; see `turbozero.envs.chance`);
+            None for the others, whose `step` draws any randomness itself.
         render_svg: optional host-side function drawing one (unbatched) state as SVG text.
         raw: the wrapped library object, if any (e.g. the `pgx.Env`).
         action_shape: None for the discrete games above (actions are int32 indices in
@@ -62,6 +67,7 @@ class Env:
     observe: Callable[[PyTree], Array]
     metadata: Callable[[PyTree], StepMetadata]
     deterministic: bool = True
+    chance: Chance | None = None
     render_svg: Callable[[PyTree], str] | None = None
     raw: Any = None
     action_shape: tuple[int, ...] | None = None
@@ -101,6 +107,8 @@ class Env:
         for fn_name in ("init", "step", "observe", "metadata"):
             if not callable(getattr(self, fn_name)):
                 raise TypeError(f"Env.{fn_name} must be callable for {self.name!r}")
+        if self.chance is not None:
+            validate_chance(self.chance, name=self.name, deterministic=self.deterministic)
 
     def __repr__(self) -> str:
         return (

@@ -10,6 +10,12 @@ import jax
 import jax.numpy as jnp
 
 from turbozero import struct
+from turbozero.envs.chance import (
+    Chance,
+    no_chance_event,
+    sample_from_probabilities,
+    step_through,
+)
 from turbozero.envs.core import Env, check_discrete_action, hold_finished
 from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
@@ -20,6 +26,15 @@ class GameState(struct.Struct):
 
     inner: PyTree
     metadata: StepMetadata
+
+
+@struct.dataclass
+class GameAfterstate(struct.Struct):
+    """A user game's afterstate, with the state it was decided from (a finished game resolves
+    to that state unchanged, and the step is counted from it)."""
+
+    inner: PyTree
+    previous: GameState
 
 
 def _normalise(md: StepMetadata, num_players: int) -> StepMetadata:
@@ -45,39 +60,126 @@ def _takes_key(fn: Callable[..., Any]) -> bool:
     return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
+def validate_split_args(name: str, **fns: Callable[..., Any] | None) -> bool:
+    """Whether `from_functions` was given a chance split (`decide_fn`, `probabilities_fn`,
+    `resolve_fn`: all three or none; `sample_fn` only with them); a game needs it or a
+    `step_fn`."""
+    split = ("decide_fn", "probabilities_fn", "resolve_fn")
+    given = [k for k in split if fns.get(k) is not None]
+    if given and len(given) < 3:
+        missing = [k for k in split if k not in given]
+        raise ValueError(
+            f"a game with chance needs decide_fn, probabilities_fn and resolve_fn; {name!r} "
+            f"gives {', '.join(given)} without {', '.join(missing)}"
+        )
+    if fns.get("sample_fn") is not None and not given:
+        raise ValueError(f"sample_fn of {name!r} needs decide_fn, probabilities_fn, resolve_fn")
+    if fns.get("step_fn") is None and not given:
+        raise TypeError(
+            f"from_functions needs step_fn, or decide_fn, probabilities_fn and resolve_fn, "
+            f"for {name!r}"
+        )
+    return bool(given)
+
+
+FinishFn = Callable[[GameState, PyTree, StepMetadata, str], GameState]
+
+
+def _user_chance(
+    *,
+    decide_fn: Callable[[PyTree, Array], PyTree],
+    probabilities_fn: Callable[[PyTree], Array],
+    resolve_fn: Callable[[PyTree, Array], tuple[PyTree, StepMetadata]],
+    sample_fn: Callable[[PyTree, PRNGKey], Array] | None,
+    num_outcomes: int,
+    name: str,
+    finish: FinishFn,
+) -> Chance:
+    """A user game's chance split on `GameState`s: a finished game has no chance event and
+    resolves to itself; `finish` counts the step and holds finished games as `step` does."""
+
+    def finished(after: GameAfterstate) -> Array:
+        md = after.previous.metadata
+        return md.terminated | md.truncated
+
+    def decide(state: GameState, action: Array) -> GameAfterstate:
+        check_discrete_action(name, action)
+        return GameAfterstate(decide_fn(state.inner, action), state)
+
+    def probabilities(after: GameAfterstate) -> Array:
+        p = jnp.asarray(probabilities_fn(after.inner), jnp.float32)
+        return jnp.where(finished(after), no_chance_event(num_outcomes), p)
+
+    def sample_outcome(after: GameAfterstate, key: PRNGKey) -> Array:
+        if sample_fn is None:
+            outcome = sample_from_probabilities(probabilities_fn(after.inner), key)
+        else:
+            outcome = sample_fn(after.inner, key)
+        return jnp.where(finished(after), 0, outcome).astype(jnp.int32)
+
+    def resolve(after: GameAfterstate, outcome: Array) -> tuple[GameState, StepMetadata]:
+        s, md = resolve_fn(after.inner, outcome)
+        new = finish(after.previous, s, md, "resolve_fn")
+        return new, new.metadata
+
+    return Chance(num_outcomes, decide, probabilities, resolve, sample_outcome)
+
+
 def from_functions(
     *,
     init_fn: Callable[[PRNGKey], tuple[PyTree, StepMetadata]],
-    step_fn: Callable[..., tuple[PyTree, StepMetadata]],
+    step_fn: Callable[..., tuple[PyTree, StepMetadata]] | None = None,
     observe_fn: Callable[[PyTree], Array],
     name: str = "custom",
     num_players: int | None = None,
     num_actions: int | None = None,
     deterministic: bool | None = None,
     render_svg: Callable[[PyTree], str] | None = None,
+    decide_fn: Callable[[PyTree, Array], PyTree] | None = None,
+    probabilities_fn: Callable[[PyTree], Array] | None = None,
+    resolve_fn: Callable[[PyTree, Array], tuple[PyTree, StepMetadata]] | None = None,
+    sample_fn: Callable[[PyTree, PRNGKey], Array] | None = None,
 ) -> Env:
     """Adapt user-written game functions to the contract.
 
     Args:
         init_fn: `init_fn(key) -> (state, StepMetadata)`.
         step_fn: `step_fn(state, action, key) -> (state, StepMetadata)`, or the tutorial's
-            two-argument `step_fn(state, action)` (then the game is deterministic).
+            two-argument `step_fn(state, action)` (then the game is deterministic). May be left
+            out for a game with chance: its step is then built from the split below.
         observe_fn: `observe_fn(state) -> Array`, the network input for the player to move.
         name: identifier shown in logs.
         num_players: 1 or 2; read off the reward vector of `init_fn` when None.
         num_actions: read off the action mask of `init_fn` when None.
         deterministic: whether `step_fn` ignores randomness; defaults to True for two-argument
-            step functions and False otherwise.
+            step functions and False otherwise (and for games with chance).
         render_svg: optional host-side drawing of one state.
+        decide_fn, probabilities_fn, resolve_fn: a game with chance events, split at them (all
+            three or none; see `turbozero.envs.chance`): `decide_fn(state, action) ->
+            afterstate`, `probabilities_fn(afterstate) -> [C]` (one-hot on outcome 0 when
+            nothing is drawn; `C` is read off it), `resolve_fn(afterstate, outcome) -> (state,
+            StepMetadata)` with the whole step's rewards.
+        sample_fn: `sample_fn(afterstate, key) -> int32` outcome; by default a draw from
+            `probabilities_fn`. Give it with a `step_fn` whose draw it reproduces.
 
-    `StepMetadata.step` is counted here (moves since `init_fn`), whatever `step_fn` reports.
+    `StepMetadata.step` is counted here (moves since `init_fn`), whatever `step_fn` or
+    `resolve_fn` report.
 
     Returns:
-        An `Env` whose states are `GameState(inner=<your state>, metadata=...)`.
+        An `Env` whose states are `GameState(inner=<your state>, metadata=...)` (afterstates
+        `GameAfterstate(inner=<your afterstate>, previous=<the state decided from>)`).
     """
-    with_key = _takes_key(step_fn)
+    has_split = validate_split_args(
+        name,
+        step_fn=step_fn,
+        decide_fn=decide_fn,
+        probabilities_fn=probabilities_fn,
+        resolve_fn=resolve_fn,
+        sample_fn=sample_fn,
+    )
+    with_key = True if step_fn is None else _takes_key(step_fn)
     if deterministic is None:
-        deterministic = not with_key
+        deterministic = not with_key and not has_split
     try:
         shape = jax.eval_shape(init_fn, jax.random.PRNGKey(0))
     except Exception as e:
@@ -118,9 +220,10 @@ def from_functions(
 
     check_rewards(md_shape.rewards, "init_fn")
 
-    def check_same(before: Any, after: Any, what: str) -> None:
-        """`step_fn` must return a `what` laid out as `init_fn`'s (the state is one array
-        program: its leaves keep their shapes and dtypes from step to step)."""
+    def check_same(before: Any, after: Any, what: str, who: str) -> None:
+        """`who` (`step_fn` or `resolve_fn`) must return a `what` laid out as `init_fn`'s (the
+        state is one array program: its leaves keep their shapes and dtypes from step to
+        step)."""
 
         def layout(tree: Any) -> Any:
             return jax.tree_util.tree_map(lambda x: (jnp.shape(x), jnp.result_type(x)), tree)
@@ -128,12 +231,12 @@ def from_functions(
         was, now = jax.tree_util.tree_structure(before), jax.tree_util.tree_structure(after)
         if str(was) != str(now):
             raise ValueError(
-                f"step_fn of {name!r} returns a {what} of another structure than init_fn's: "
+                f"{who} of {name!r} returns a {what} of another structure than init_fn's: "
                 f"{now} instead of {was}"
             )
         if layout(before) != layout(after):
             raise ValueError(
-                f"step_fn of {name!r} returns a {what} whose (shape, dtype) differ from "
+                f"{who} of {name!r} returns a {what} whose (shape, dtype) differ from "
                 f"init_fn's: {layout(after)} instead of {layout(before)}"
             )
 
@@ -141,20 +244,40 @@ def from_functions(
         s, md = init_fn(key)
         return GameState(s, _normalise(md, players)), _normalise(md, players)
 
+    def finish(previous: GameState, s: PyTree, md: StepMetadata, who: str) -> GameState:
+        """The state `who` stepped to from `previous`, as the contract has it."""
+        check_rewards(md.rewards, who)
+        # `step` counts moves since `init_fn` whatever `step_fn` reports (its default, 0, would
+        # leave the game uncut by `max_episode_steps` and at the opening's temperature)
+        md = _normalise(md, players).replace(step=previous.metadata.step + 1)
+        check_same(previous.inner, s, "state", who)
+        check_same(previous.metadata, md, "StepMetadata", who)
+        # the contract: a finished game keeps its state and pays nothing more
+        return hold_finished(previous, GameState(s, md))
+
+    chance = None
+    if decide_fn is not None and probabilities_fn is not None and resolve_fn is not None:
+        num_outcomes = _num_outcomes(decide_fn, probabilities_fn, shape[0], name)
+        chance = _user_chance(
+            decide_fn=decide_fn,
+            probabilities_fn=probabilities_fn,
+            resolve_fn=resolve_fn,
+            sample_fn=sample_fn,
+            num_outcomes=num_outcomes,
+            name=name,
+            finish=finish,
+        )
+
     def step(state, action, key):
+        if step_fn is None:
+            assert chance is not None
+            return step_through(chance, state, action, key)
         check_discrete_action(name, action)
         if with_key:
             s, md = step_fn(state.inner, action, key)
         else:
             s, md = step_fn(state.inner, action)
-        check_rewards(md.rewards, "step_fn")
-        # `step` counts moves since `init_fn` whatever `step_fn` reports (its default, 0, would
-        # leave the game uncut by `max_episode_steps` and at the opening's temperature)
-        md = _normalise(md, players).replace(step=state.metadata.step + 1)
-        check_same(state.inner, s, "state")
-        check_same(state.metadata, md, "StepMetadata")
-        # the contract: a finished game keeps its state and pays nothing more
-        new = hold_finished(state, GameState(s, md))
+        new = finish(state, s, md, "step_fn")
         return new, new.metadata
 
     # rewards of a step, checked now rather than when a program first traces it
@@ -180,5 +303,28 @@ def from_functions(
         observe=observe,
         metadata=metadata,
         deterministic=bool(deterministic),
+        chance=chance,
         render_svg=svg,
     )
+
+
+def _num_outcomes(
+    decide_fn: Callable[[PyTree, Array], PyTree],
+    probabilities_fn: Callable[[PyTree], Array],
+    state: PyTree,
+    name: str,
+) -> int:
+    """`C`, read off `probabilities_fn(decide_fn(state, 0))` (a vector `[C]`)."""
+    try:
+        after = jax.eval_shape(decide_fn, state, jax.ShapeDtypeStruct((), jnp.int32))
+        probs = jax.eval_shape(probabilities_fn, after)
+    except Exception as e:
+        raise TypeError(
+            f"decide_fn or probabilities_fn of {name!r} could not be traced: {e}"
+        ) from e
+    if len(probs.shape) != 1 or probs.shape[0] < 1:
+        raise ValueError(
+            f"probabilities_fn of {name!r} must return a vector [C] of outcome probabilities, "
+            f"got shape {tuple(probs.shape)}"
+        )
+    return int(probs.shape[0])

@@ -12,6 +12,7 @@ from turbozero.config import (
     check_choice,
     check_range,
     register_preset,
+    suggest,
 )
 from turbozero.search.search import MAX_NODES
 
@@ -88,6 +89,7 @@ class AlphaZeroConfig(Config):
     """Everything a training run needs; the seed is part of it."""
 
     env: str = "tic_tac_toe"
+    reward_fn: str | None = None  # jumanji games: "uncovered_share" or "pkg.module:function"
     seed: int = 0
     num_games: int = 64  # self-play games in parallel (the batch B)
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
@@ -135,6 +137,8 @@ class AlphaZeroConfig(Config):
 
         if ":" not in self.env and self.env not in GAMES:
             check_choice("env", self.env, sorted(GAMES))
+        if self.reward_fn is not None:
+            check_reward_fn(self.env, self.reward_fn)
         check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)
@@ -218,6 +222,24 @@ class AlphaZeroConfig(Config):
                 f"best network, which is played only with 'best' in eval_opponents (now "
                 f"{','.join(self.eval_opponents) or 'none'}); add it or set gating_threshold=0"
             )
+
+
+def check_reward_fn(env: str, reward_fn: str) -> None:
+    """A `ConfigError` unless `reward_fn` can name a reward for `env`: a jumanji game, and a
+    name in `turbozero.envs.jumanji.REWARDS` or a ``"package.module:function"`` (imported when
+    the game is built, which says what is wrong with it)."""
+    from turbozero.envs.jumanji import REWARDS
+
+    if not env.startswith("jumanji:"):
+        raise ConfigError(
+            f"reward_fn={reward_fn!r} replaces a jumanji game's reward; env {env!r} is not one "
+            f"(leave reward_fn out)"
+        )
+    if reward_fn not in REWARDS and ":" not in reward_fn:
+        raise ConfigError(
+            f"reward_fn={reward_fn!r} is neither a registered reward ({', '.join(REWARDS)}) "
+            f"nor 'package.module:function'.{suggest(reward_fn, REWARDS)}"
+        )
 
 
 @register_preset(
@@ -325,6 +347,37 @@ def game_2048() -> AlphaZeroConfig:
         value_scale=100.0,
         num_epochs=100,
         eval_every=5,
+        eval_opponents=(),
+    )
+
+
+@register_preset(
+    "minesweeper",
+    "jumanji Minesweeper 10x10 with 10 mines (one player), MLP, muzero_puct, rewarded with the "
+    "share of the board uncovered (the user's notebook). The search steps the true state and "
+    "so sees the hidden mines: its return is not a player's; the network's alone "
+    "(eval/network/return) plays from what the player sees",
+    algorithm="alphazero",
+)
+def minesweeper() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="jumanji:Minesweeper-v0",
+        reward_fn="uncovered_share",
+        num_games=64,
+        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
+        search=SearchConfig(selector="muzero_puct", num_simulations=32, max_nodes=64),
+        temperature_moves=90,
+        max_episode_steps=90,
+        memory_capacity=128,
+        value_scale=10.0,
+        train_batch_size=256,
+        warmup_steps=16,
+        collection_steps_per_epoch=16,
+        train_steps_per_epoch=32,
+        num_epochs=1000,
+        max_wall_seconds=600.0,
+        eval_every=5,
+        eval_games=64,
         eval_opponents=(),
     )
 

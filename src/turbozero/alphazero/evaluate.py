@@ -1,5 +1,8 @@
 """Testers run during training: baselines, "vs best" (optional gating), approximate Elo over a
 pool of past networks, move accuracy against a solver, and game records of the last evaluation.
+One-player games report the searched agent's mean return (`eval/return`) and the network's
+alone, its most likely legal move at each step (`eval/network/return`): a search that steps the
+game's true state may see what the player cannot (Minesweeper's mines), the network does not.
 
 The tester state (best parameters, Elo pool and its games) is saved in checkpoints so a resumed
 run evaluates exactly as an uninterrupted one.
@@ -21,6 +24,7 @@ from turbozero.arena import (
     EloPool,
     MatchResult,
     alphazero_agent,
+    network_agent,
     play_match,
 )
 from turbozero.arena.accuracy import move_accuracy, positions_for
@@ -106,6 +110,9 @@ class Evaluator:
             out["eval/return"] = float(r.mean_return_a)
             out["eval/score"] = float(r.mean_return_a)
             records["solo"] = r
+            network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
+            r = self._match(network, None, jax.random.fold_in(key, 1), cfg.eval_games)
+            out["eval/network/return"] = float(r.mean_return_a)
             self._update_best(params, me, out["eval/score"], None, {})
         else:
             scores = []

@@ -107,7 +107,7 @@ def load_agent(
         )
     if env is None:
         try:
-            env = envs.make(cfg.env)
+            env = envs.make(cfg.env, reward_fn=cfg.reward_fn)
         except ValueError as err:
             raise NotRebuildableError(
                 f"{rd.path} was trained on {cfg.env!r}, a game this run directory cannot rebuild "

@@ -139,7 +139,7 @@ def make_alphazero(
     each device searches its own games (`turbozero.search.shard_search`).
     """
     cfg = config
-    env = env if env is not None else envs.make(cfg.env)
+    env = env if env is not None else envs.make(cfg.env, reward_fn=cfg.reward_fn)
     module = module if module is not None else make_network(cfg, env)
     support = None
     if cfg.network.value_bins:

@@ -18,7 +18,6 @@ from turbozero.ppo.distributions import (
     MultiCategorical,
     ScaledBeta,
     TanhGaussian,
-    component_masks,
     log_tanh_derivative,
     pad_component_logits,
     ravel_components,
@@ -187,8 +186,10 @@ def test_multi_categorical_sums_its_components_log_probs_entropies_and_kls():
     other = MultiCategorical(pad_component_logits(jnp.zeros((1, 5)), (2, 3)))
     kl = stats.entropy([0.25, 0.75], [0.5, 0.5]) + stats.entropy([0.5, 0.3, 0.2], [1 / 3] * 3)
     np.testing.assert_allclose(dist.kl(other), [kl], rtol=1e-5)
-    joint = np.exp(np.asarray(dist.joint_log_probs((2, 3))))
+    masked = dist._replace(mask=jnp.ones((1, 2, 3), bool))  # all legal: the same numbers
+    joint = np.exp(np.asarray(masked.joint_log_probs()))
     np.testing.assert_allclose(joint, [np.outer([0.25, 0.75], [0.5, 0.3, 0.2]).ravel()], 1e-6)
+    np.testing.assert_allclose(masked.entropy(jnp.array([[1, 0]])), [h], rtol=1e-6)
     many = MultiCategorical(jnp.broadcast_to(logits, (4000, 2, 3)))
     drawn = np.asarray(many.sample(jax.random.PRNGKey(5)))
     assert drawn[:, 0].max() <= 1  # the padding is never drawn
@@ -207,11 +208,33 @@ def test_components_ravel_row_major_like_numpy(sizes):
     np.testing.assert_array_equal(ravel_components(jnp.asarray(components), sizes), want)
 
 
-def test_component_masks_are_the_marginals_of_the_joint_mask():
-    # 2 x 3: legal flat actions 1 (0, 1) and 5 (1, 2)
-    mask = jnp.zeros((1, 6), bool).at[0, jnp.array([1, 5])].set(True)
-    got = np.asarray(component_masks(mask, (2, 3)))
-    np.testing.assert_array_equal(got, [[[True, True, False], [False, True, True]]])
+def test_a_masked_multi_categorical_masks_each_component_given_the_earlier_ones():
+    """2 x 3 with legal flat actions 1 = (0, 1) and 5 = (1, 2), a mask that is no product of the
+    components' masks: the row is free, the column then forced."""
+    mask = jnp.zeros((1, 6), bool).at[0, jnp.array([1, 5])].set(True).reshape(1, 2, 3)
+    logits = pad_component_logits(jnp.log(jnp.array([[0.25, 0.75, 0.5, 0.3, 0.2]])), (2, 3))
+    dist = MultiCategorical(logits, mask)
+    # log P(0, 1) = log 0.25 + log 1 (the only legal column of row 0)
+    np.testing.assert_allclose(dist.log_prob(jnp.array([[0, 1]])), [np.log(0.25)], atol=1e-6)
+    np.testing.assert_array_equal(dist.mode(), [[1, 2]])
+    np.testing.assert_allclose(
+        np.exp(dist.joint_log_probs()), [[0, 0.25, 0, 0, 0, 0.75]], atol=1e-6
+    )
+    # entropy and KL given the action's row: the row's, plus 0 for the forced column
+    np.testing.assert_allclose(
+        dist.entropy(jnp.array([[0, 1]])), [stats.entropy([0.25, 0.75])], rtol=1e-6
+    )
+    other = MultiCategorical(pad_component_logits(jnp.zeros((1, 5)), (2, 3)), mask)
+    np.testing.assert_allclose(
+        dist.kl(other, jnp.array([[1, 2]])), [stats.entropy([0.25, 0.75], [0.5, 0.5])], 1e-5
+    )
+    many = MultiCategorical(
+        jnp.broadcast_to(logits, (2000, 2, 3)), jnp.broadcast_to(mask, (2000, 2, 3))
+    )
+    drawn = np.asarray(many.sample(jax.random.PRNGKey(6)))
+    flat = np.asarray(ravel_components(jnp.asarray(drawn), (2, 3)))
+    assert set(np.unique(flat)) == {1, 5}  # always legal
+    np.testing.assert_allclose(np.mean(flat == 5), 0.75, atol=0.03)
 
 
 def test_categorical_is_the_one_component_multi_categorical():

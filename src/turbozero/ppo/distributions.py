@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -32,6 +33,7 @@ from jax.scipy.special import betaln, digamma
 
 from turbozero.types import Array, PRNGKey
 
+MASKED_LOGIT = -1e9  # the logit of a choice that is never taken
 BETA_EPS = 1e-6  # Beta samples are kept in [eps, 1 - eps]: their log-density stays finite
 LOG_2PI = math.log(2 * math.pi)
 
@@ -282,42 +284,16 @@ def ravel_components(components: Array, sizes: tuple[int, ...]) -> Array:
     return index
 
 
-def component_masks(mask: Array, sizes: tuple[int, ...]) -> Array:
-    """`[..., K, C]` bool: which choices of each component belong to a legal joint action.
-
-    Args:
-        mask: `[..., A]` legal flat actions (`A = prod(sizes)`, row-major).
-        sizes: the components' sizes `(n_1, ..., n_K)`.
-
-    Returns:
-        the marginal masks, each padded with False to `C = max(sizes)`. A product of them is the
-        joint mask when the joint one is a product itself (one flag per component choice);
-        otherwise it allows more (e.g. Minesweeper: a row with a hidden cell and a column with
-        one need not meet at a hidden cell).
-    """
-    batch = mask.shape[:-1]
-    joint = jnp.reshape(mask, (*batch, *sizes))
-    width = max(sizes)
-    rows = []
-    for k, n in enumerate(sizes):
-        others = tuple(len(batch) + j for j in range(len(sizes)) if j != k)
-        marginal = jnp.any(joint, axis=others) if others else joint
-        rows.append(jnp.pad(marginal, [(0, 0)] * len(batch) + [(0, width - n)]))
-    return jnp.stack(rows, axis=-2)
-
-
-def pad_component_logits(
-    flat: Array, sizes: tuple[int, ...], *, masked_logit: float = -1e9
-) -> Array:
+def pad_component_logits(flat: Array, sizes: tuple[int, ...]) -> Array:
     """`[..., K, C]` logits from `flat [..., sum(sizes)]`, each component's padded to
-    `C = max(sizes)` with `masked_logit` (a choice that is never taken)."""
+    `C = max(sizes)` with `MASKED_LOGIT` (a choice that is never taken)."""
     width = max(sizes)
     offsets = [0, *itertools.accumulate(sizes)]
     rows = [
         jnp.pad(
             flat[..., offsets[k] : offsets[k] + n],
             [(0, 0)] * (flat.ndim - 1) + [(0, width - n)],
-            constant_values=masked_logit,
+            constant_values=MASKED_LOGIT,
         )
         for k, n in enumerate(sizes)
     ]
@@ -325,54 +301,104 @@ def pad_component_logits(
 
 
 class MultiCategorical(NamedTuple):
-    """Independent categorical distributions, one per component of a multi-discrete action.
+    """One categorical distribution per component of a multi-discrete action, drawn in order.
 
     Raw actions are the components `[..., K]` int32; the learner steps the environment with
-    their row-major flat index (`ravel_components`). Log-probability and entropy are the sums
-    over the components, as is KL.
+    their row-major flat index (`ravel_components`). Without a mask the components are
+    independent. With the legal joint actions `mask [..., n_1, ..., n_K]`, each component's
+    choices are masked given the ones before it: the first to the choices that some legal action
+    has, the next to those that a legal action has with the first's choice, and so on, so every
+    sample and the mode are legal actions. The log-probability is the sum of the components'
+    (masked) log-probabilities; entropy and KL, which then depend on the earlier choices, are
+    sums over the components given those of an `action` (a one-sample estimate of the joint's
+    when the action is a sample; exact without a mask).
 
     Attributes:
         logits: `[..., K, C]`; a component with fewer than `C` choices has its padding at a
             logit of -1e9 (never sampled, zero probability).
+        mask: None, or `[..., n_1, ..., n_K]` bool, the legal joint actions.
     """
 
     logits: Array
+    mask: Array | None = None
 
-    @property
-    def components(self) -> Categorical:
-        """The `K` categoricals, batched on the second-to-last axis (`[..., K]`)."""
-        return Categorical(self.logits)
+    def _given(self, choose: Callable[[int, Array], Array]) -> tuple[Array, Array]:
+        """Walk the components in order: `choose(k, masked_logits [..., C]) -> [...]` picks
+        component k; returns the masked logits `[..., K, C]` and the choices `[..., K]`."""
+        batch = self.logits.shape[:-2]
+        num, width = self.logits.shape[-2:]
+        legal = self.mask  # [..., n_k, ..., n_K]: the actions legal with the choices so far
+        rows, picks = [], []
+        for k in range(num):
+            logits = self.logits[..., k, :]
+            if legal is not None:
+                others = tuple(range(len(batch) + 1, legal.ndim))
+                ok = jnp.any(legal, axis=others) if others else legal  # [..., n_k]
+                ok = jnp.pad(ok, [(0, 0)] * len(batch) + [(0, width - ok.shape[-1])])
+                logits = jnp.where(ok, logits, MASKED_LOGIT)
+            pick = choose(k, logits).astype(jnp.int32)
+            if legal is not None:
+                index = jnp.reshape(pick, batch + (1,) * (legal.ndim - len(batch)))
+                legal = jnp.squeeze(
+                    jnp.take_along_axis(legal, index, axis=len(batch)), axis=len(batch)
+                )
+            rows.append(logits)
+            picks.append(pick)
+        return jnp.stack(rows, axis=-2), jnp.stack(picks, axis=-1)
+
+    def given(self, components: Array) -> Categorical:
+        """The `K` component categoricals `[..., K]`, each masked given the earlier ones of
+        `components [..., K]`."""
+        if self.mask is None:
+            return Categorical(self.logits)
+        return Categorical(self._given(lambda k, _: components[..., k])[0])
 
     def sample(self, key: PRNGKey) -> Array:
         """`[..., K]` int32 components; `key` is consumed."""
-        return self.components.sample(key)
+        return self.sample_with(jax.random.gumbel(key, self.logits.shape, self.logits.dtype))
 
     def sample_with(self, noise: Array) -> Array:
         """`[..., K]` int32 components from standard Gumbel `noise [..., K, C]`."""
-        return self.components.sample_with(noise)
+        return self._given(lambda k, logits: jnp.argmax(logits + noise[..., k, :], axis=-1))[1]
 
     def mode(self) -> Array:
-        """`[..., K]` each component's most likely choice."""
-        return self.components.mode()
+        """`[..., K]` each component's most likely choice given the earlier ones."""
+        return self._given(lambda k, logits: jnp.argmax(logits, axis=-1))[1]
 
     def log_prob(self, components: Array) -> Array:
-        return jnp.sum(self.components.log_prob(components), axis=-1)
+        return jnp.sum(self.given(components).log_prob(components), axis=-1)
 
-    def entropy(self) -> Array:
-        return jnp.sum(self.components.entropy(), axis=-1)
+    def entropy(self, components: Array | None = None) -> Array:
+        """`[...]` the sum of the components' entropies given the earlier ones of `components`
+        (default: the mode)."""
+        if self.mask is not None and components is None:
+            components = self.mode()
+        cats = Categorical(self.logits) if components is None else self.given(components)
+        return jnp.sum(cats.entropy(), axis=-1)
 
-    def kl(self, other: MultiCategorical) -> Array:
-        """KL(self || other), `[...]`."""
-        return jnp.sum(self.components.kl(other.components), axis=-1)
+    def kl(self, other: MultiCategorical, components: Array | None = None) -> Array:
+        """KL(self || other), `[...]`: the sum over the components given the earlier ones of
+        `components` (default: `self`'s mode), each side masked by its own mask."""
+        if (self.mask is not None or other.mask is not None) and components is None:
+            components = self.mode()
+        if components is None:
+            mine, theirs = Categorical(self.logits), Categorical(other.logits)
+        else:
+            mine, theirs = self.given(components), other.given(components)
+        return jnp.sum(mine.kl(theirs), axis=-1)
 
-    def joint_log_probs(self, sizes: tuple[int, ...]) -> Array:
-        """`[..., A]` log-probability of every flat action (`A = prod(sizes)`, row-major)."""
-        logp = jax.nn.log_softmax(self.logits)
-        total = jnp.zeros((*self.logits.shape[:-2], 1), logp.dtype)
-        for k, n in enumerate(sizes):
-            part = logp[..., k, :n]
-            total = (total[..., :, None] + part[..., None, :]).reshape(*total.shape[:-1], -1)
-        return total
+    def joint_log_probs(self) -> Array:
+        """`[..., A]` log-probability of every flat action (row-major over the components'
+        sizes, which the mask gives; without a mask, every component has `C` choices)."""
+        batch = self.logits.shape[:-2]
+        num, width = self.logits.shape[-2:]
+        sizes = (width,) * num if self.mask is None else self.mask.shape[len(batch) :]
+        grid = jnp.stack(jnp.unravel_index(jnp.arange(math.prod(sizes)), sizes), axis=-1)
+
+        def one(components: Array) -> Array:
+            return self.log_prob(jnp.broadcast_to(components, (*batch, num)))
+
+        return jax.vmap(one, out_axes=-1)(grid.astype(jnp.int32))
 
 
 Distribution = Categorical | DiagGaussian | TanhGaussian | ScaledBeta | MultiCategorical

@@ -53,13 +53,13 @@ from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, make_autoreset
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.distributions import (
+    MASKED_LOGIT,
     Categorical,
     DiagGaussian,
     Distribution,
     MultiCategorical,
     ScaledBeta,
     TanhGaussian,
-    component_masks,
     ravel_components,
     scale_to_bounds,
     squash_to_bounds,
@@ -75,7 +75,6 @@ from turbozero.ppo.losses import (
 from turbozero.ppo.networks import (
     BOUNDED_HEADS,
     CONTINUOUS_HEADS,
-    MASKED_LOGIT,
     ActorCritic,
     ActorCriticParams,
     make_actor_critic,
@@ -123,7 +122,7 @@ class Transition(NamedTuple):
     terminated: Array  # [E] bool
     truncated: Array  # [E] bool
     next_obs: Array | None  # [E, *O] true next observation (unnormalised; dropped for the epochs)
-    action_mask: Array | None  # [E, A] bool, [E, K', C] for multi_discrete (discrete only)
+    action_mask: Array | None  # [E, A] bool, [E, n_1, ..., n_K'] for multi_discrete (discrete only)
     old_policy: Distribution | None  # the acting distribution (KL-penalty loss only)
     episode_return: Array  # [E] return of the episode ending here (valid where done)
     episode_length: Array  # [E]
@@ -276,25 +275,25 @@ class EvalCarry(NamedTuple):
 
 
 def _mask_policy(dist: Distribution, mask: Array | None) -> Distribution:
-    """`dist` with the illegal choices of `mask` (in `head_mask`'s form) at `MASKED_LOGIT`."""
+    """`dist` restricted to the legal actions of `mask` (in `head_mask`'s form): illegal
+    logits at `MASKED_LOGIT`, or the multi-discrete head's joint mask, which masks each component
+    given the earlier ones."""
     if mask is None:
         return dist
     if isinstance(dist, Categorical):
         return Categorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
     if isinstance(dist, MultiCategorical):
-        return MultiCategorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
+        return dist._replace(mask=mask)
     return dist
 
 
 def head_mask(spec: LearnerSpec, mask: Array | None) -> Array | None:
     """The legal actions `mask [B, A]` in the form the head masks: unchanged, or for the
-    multi-discrete head each component's choices that belong to a legal action `[B, K', C]`
-    (see `turbozero.ppo.distributions.component_masks`: where the joint mask is no product,
-    the head can still pick an illegal combination)."""
+    multi-discrete head shaped by its components, `[B, n_1, ..., n_K']`."""
     if mask is None or spec.head != "multi_discrete":
         return mask
     assert spec.env.action_components is not None
-    return component_masks(mask, spec.env.action_components)
+    return jnp.reshape(mask, (*mask.shape[:-1], *spec.env.action_components))
 
 
 def _per_sample(dist: Distribution) -> Distribution:
@@ -805,9 +804,7 @@ def actor_loss(
             log_prob, transitions.log_prob, advantages, alpha=hp.dpo_alpha, beta=hp.dpo_beta
         )
     else:
-        old = transitions.old_policy
-        assert old is not None and type(old) is type(dist)
-        kl = old.kl(dist)  # type: ignore[arg-type]
+        kl = policy_kl(dist, transitions)
         loss, info = ppo_kl_penalty_loss(
             log_prob, transitions.log_prob, advantages, kl, kl_coef=hp.kl_coef
         )
@@ -819,10 +816,23 @@ def actor_loss(
 def policy_entropy(dist: Distribution, transitions: Transition) -> Array:
     """`[M]` entropy of the policy at `transitions`' observations: closed forms, except the
     tanh-Gaussian's one-sample estimate at the current policy's reparameterised sample of the
-    acting sample's noise (see `TanhGaussian.entropy`)."""
+    acting sample's noise (see `TanhGaussian.entropy`) and the masked multi-discrete head's
+    components' entropies given the earlier components of the action taken."""
     if isinstance(dist, TanhGaussian):
         return dist.entropy(transitions.action_noise)
+    if isinstance(dist, MultiCategorical):
+        return dist.entropy(transitions.action)
     return dist.entropy()
+
+
+def policy_kl(dist: Distribution, transitions: Transition) -> Array:
+    """`[M]` KL(acting policy || `dist`) at `transitions`' observations (closed forms; the masked
+    multi-discrete head's components given the earlier components of the action taken)."""
+    old = transitions.old_policy
+    assert old is not None and type(old) is type(dist)
+    if isinstance(old, MultiCategorical):
+        return old.kl(dist, transitions.action)  # type: ignore[arg-type]
+    return old.kl(dist)  # type: ignore[arg-type]
 
 
 def critic_loss(

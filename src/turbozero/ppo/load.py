@@ -58,8 +58,8 @@ class PPOPolicy:
 
     The action is the mode of the policy (greedy) or a sample (`sample=True`); illegal actions are
     masked. For discrete actions `weights` is the masked policy `[B, A]` (for the multi-discrete
-    head, the product of its components' policies over the flat actions, renormalised over the
-    legal ones); for continuous ones (`action [B, D]` float32, within the bounds) `weights` is
+    head, the probability of each flat action: its components' in order, each masked given the
+    earlier ones); for continuous ones (`action [B, D]` float32, within the bounds) `weights` is
     zeros `[B, D]`, as a density has no per-action weights. `value` is the critic's estimate
     `[B]`. Hashed by identity.
     """
@@ -89,7 +89,8 @@ class PPOPolicy:
             weights = masked_softmax(dist.logits, mask)
         elif isinstance(dist, MultiCategorical):
             assert mask is not None and env.action_components is not None
-            weights = masked_softmax(dist.joint_log_probs(env.action_components), mask)
+            joint = dist._replace(mask=jnp.reshape(mask, (-1, *env.action_components)))
+            weights = masked_softmax(joint.joint_log_probs(), mask)
         else:
             weights = jnp.zeros(action.shape, jnp.float32)
         return AgentOutput(action, weights, value)

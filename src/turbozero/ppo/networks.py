@@ -11,7 +11,8 @@ Heads (`HEADS`; the distributions are in `turbozero.ppo.distributions`):
     tanh_gaussian   mean [B, D], log std [D] (a param)   -> TanhGaussian (squashed into the bounds)
     beta            alpha, beta = 1 + softplus([B, D])   -> ScaledBeta (scaled to the bounds)
     multi_discrete  logits [B, sum(n_k)]                 -> MultiCategorical (one categorical per
-                                                            component, padded to [B, K, C])
+                                                            component, padded to [B, K, C], drawn
+                                                            in order under the legal actions)
 
 The critic is a separate MLP with a scalar output `[B]`. Observations of any shape are flattened
 to `[B, F]` first.
@@ -28,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from turbozero.ppo.distributions import (
+    MASKED_LOGIT,
     Categorical,
     DiagGaussian,
     Distribution,
@@ -41,6 +43,7 @@ from turbozero.types import Array, Params, PRNGKey
 __all__ = [
     "ACTIVATIONS",
     "HEADS",
+    "MASKED_LOGIT",
     "MLP",
     "Actor",
     "ActorCritic",
@@ -58,7 +61,6 @@ __all__ = [
 HEADS = ("categorical", "gaussian", "tanh_gaussian", "beta", "multi_discrete")
 CONTINUOUS_HEADS = ("gaussian", "tanh_gaussian", "beta")
 BOUNDED_HEADS = ("tanh_gaussian", "beta")
-MASKED_LOGIT = -1e9
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "tanh": jnp.tanh,
@@ -119,7 +121,7 @@ class Actor(nn.Module):
             sizes = self.action_components
             assert sizes is not None
             flat = nn.Dense(sum(sizes), kernel_init=small)(x)
-            return MultiCategorical(pad_component_logits(flat, sizes, masked_logit=MASKED_LOGIT))
+            return MultiCategorical(pad_component_logits(flat, sizes))
         if head == "beta":
             out = nn.Dense(2 * self.action_dim, kernel_init=small)(x)
             alpha = 1.0 + jax.nn.softplus(out[:, : self.action_dim])

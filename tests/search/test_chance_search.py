@@ -50,6 +50,7 @@ def test_root_values_converge_to_the_expectations_and_the_best_move_is_chosen(ma
     q = np.asarray(out.q_values)
     np.testing.assert_allclose(q, np.broadcast_to(game.expected, q.shape), atol=Q_TOLERANCE)
     assert (np.asarray(out.action) == game.best_action).all()
+    assert (np.asarray(out.max_depth) == 2).all()  # the root, a chance node, an outcome
     # every root child is a chance node, except the gamble's sure payout (no chance event)
     events = (game.probabilities[:, 0] < 1)[None, :]
     child = np.asarray(tree.children[:, 0, : game.env.num_actions])

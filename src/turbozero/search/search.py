@@ -390,10 +390,15 @@ def simulate(
     path = select(spec, tree, ctx, full)
     wants = path.edge >= 0
     expanding = wants & ~full
-    grow = expand if spec.after_codec is None else expand_with_chance
-    tree, leaf, returns = grow(spec, tree, params, path, expanding, k_env, k_net)
+    if spec.after_codec is None:
+        tree, leaf, returns = expand(spec, tree, params, path, expanding, k_env, k_net)
+        added = expanding.astype(jnp.int32)
+    else:
+        before = tree.next_free
+        tree, leaf, returns = expand_with_chance(spec, tree, params, path, expanding, k_env, k_net)
+        added = tree.next_free - before  # 2 where a chance node came with its outcome
     tree = backward(spec, tree, leaf, returns)
-    return tree, path.depth + expanding.astype(jnp.int32), wants & full
+    return tree, path.depth + added, wants & full
 
 
 # --- the steps -------------------------------------------------------------------------------

@@ -128,7 +128,13 @@ def make_selfplay(
             o2, p2, m2 = jax.vmap(fn)(obs, out.action_weights, md.action_mask)
             mem = memory.add(mem, experience(o2, p2, m2, out.root_value), md.cur_player_id)
         keys = jax.random.split(k_env, batch_size)
-        next_states, nmd = jax.vmap(env.step)(state.env_states, out.action, keys)
+        outcome = None
+        if env.chance is None:
+            next_states, nmd = jax.vmap(env.step)(state.env_states, out.action, keys)
+        else:  # `step`'s own draw, split so that the tree can follow the outcome drawn
+            after = jax.vmap(env.chance.decide)(state.env_states, out.action)
+            outcome = jax.vmap(env.chance.sample_outcome)(after, keys)
+            next_states, nmd = jax.vmap(env.chance.resolve)(after, outcome)
         terminated = nmd.terminated
         truncated = ~terminated & (nmd.truncated | (nmd.step >= max_episode_steps))
         # Value of the state reached, per player, from the search: the move's Q is its reward
@@ -143,7 +149,7 @@ def make_selfplay(
         mem = memory.end_step(mem, nmd.rewards, terminated, truncated, boot)
         done = terminated | truncated
         episode_return = state.episode_return + nmd.rewards
-        tree = search.advance(tree, out.action)
+        tree = search.advance(tree, out.action, outcome)
         tree = search.reset(tree, done)
         fresh, _ = jax.vmap(env.init)(jax.random.split(k_reset, batch_size))
         env_states = jax.tree_util.tree_map(

@@ -13,6 +13,13 @@ does not expand: selection is restricted to expanded children where a node has a
 simulation that still ends at a node without expanding backs up that node's own evaluation.
 `SearchOutput.full_events` counts those simulations.
 
+Games with chance (`env.chance` set) get chance nodes between a move and the state it leads to
+(see "Chance nodes" in `docs/search.md`): `select_level` picks a chance node's outcome by the
+lag of its visits behind its probability, `expand_with_chance` steps through `decide` and
+`resolve`, and `backward` recomputes a chance node's value as the expectation over its visited
+outcomes. Every chance path is compiled only for games with chance: the others compile today's
+program.
+
 The speed paths (walk compaction, root evaluation on few lanes, levels per loop iteration,
 buffers for the step's outputs) are in `speed.py`, selectable through `SpeedPaths`.
 """
@@ -27,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from turbozero import struct
+from turbozero.envs.chance import has_chance_event
 from turbozero.envs.core import Env
 from turbozero.search.selector import (
     NodeView,
@@ -48,6 +56,7 @@ from turbozero.search.speed import (
     walk_in_lock_step,
 )
 from turbozero.search.tree import (
+    CHANCE_NODE,
     CHILD,
     E_VALUE,
     E_VISITS,
@@ -75,7 +84,7 @@ from turbozero.search.tree import (
     read_links,
     reset_trees,
     same_states,
-    state_codec,
+    tree_codecs,
 )
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 from turbozero.validate import check_count
@@ -90,6 +99,7 @@ __all__ = [
     "compiler_options",
     "default_levels_per_iteration",
     "expand",
+    "expand_with_chance",
     "init_roots",
     "make_search",
     "run_search",
@@ -129,8 +139,10 @@ class Search(NamedTuple):
             `env_states` batched `[B]`, `temperature` a scalar or `[B]` (0 = best move), `key`
             one PRNG key or one per game (`[B]` typed, `[B, 2]` raw): each game draws its noise,
             environment keys and sampled move from its own (one key is split into `B` first).
-        advance: `advance(tree, action [B]) -> tree`: keep the played child's subtree when reuse
-            is on, otherwise empty the trees.
+        advance: `advance(tree, action [B], outcome [B] = None) -> tree`: keep the played
+            child's subtree when reuse is on, otherwise empty the trees. In games with chance,
+            `outcome` is the chance outcome drawn after `action` (`env.chance.sample_outcome`);
+            without it, rows whose move led to a chance event are emptied.
         reset: `reset(tree, done [B]) -> tree`: empty the rows of finished games.
         env, selector, num_simulations, max_nodes, reuse, discount: the configuration.
         spec: what the steps (`simulate`, `select`, ...) read, for calling them directly.
@@ -138,7 +150,7 @@ class Search(NamedTuple):
 
     init: Callable[[int], Tree]
     search: Callable[..., tuple[Tree, SearchOutput]]
-    advance: Callable[[Tree, Array], Tree]
+    advance: Callable[..., Tree]
     reset: Callable[[Tree, Array], Tree]
     env: Env
     selector: Selector
@@ -159,6 +171,8 @@ class SearchSpec(NamedTuple):
         codec: how states are packed into the tree's rows.
         discount: per-step discount of rewards.
         speed: the speed paths compiled in.
+        after_codec: how afterstates are packed into the same rows (games with chance; None
+            for the others, whose programs have no chance node path).
     """
 
     env: Env
@@ -167,6 +181,7 @@ class SearchSpec(NamedTuple):
     codec: StateCodec
     discount: float
     speed: SpeedPaths
+    after_codec: StateCodec | None = None
 
 
 class Path(NamedTuple):
@@ -211,16 +226,24 @@ def evaluate_observations(
 
 
 def node_view(
-    tree: Tree, node: Array | None, games: Array | None = None, logits: bool = True
+    tree: Tree,
+    node: Array | None,
+    games: Array | None = None,
+    logits: bool = True,
+    actions: int | None = None,
 ) -> tuple[NodeView, Array, Array]:
     """The `NodeView` of `node [L]` of games `games [L]` (default: every game, `L = B`; `node`
     None: the roots), its children `[L, A]` int32 and whether the game is over there `[L]`.
 
     One gather of each packed row (a slice for the roots). Without `logits` the `PRIOR` row is
-    not read and the view's `prior_logits` are the logarithms of the stored probabilities.
+    not read and the view's `prior_logits` are the logarithms of the stored probabilities. With
+    `actions`, the roots' edges are cut to the first `actions` (games with chance, whose edge
+    rows are `max(A, C)` wide: a root is a decision node).
     """
     if node is None:
         row, edge_stats = tree.edges[:, 0], tree.edge_stats[:, 0]
+        if actions is not None and actions < tree.num_actions:
+            row, edge_stats = row[..., :actions], edge_stats[:, :actions]
         node_stats, info = tree.node_stats[:, 0], tree.node[:, 0]
         flat = None
     else:
@@ -268,12 +291,19 @@ def store_prior(logits: Array, mask: Array) -> tuple[Array, Array]:
     return logits, masked_softmax(logits, mask)
 
 
-def fresh_rows(logits: Array, md: Any, value: Array) -> tuple[Array, Array, Array]:
+def fresh_rows(
+    logits: Array, md: Any, value: Array, width: int | None = None
+) -> tuple[Array, Array, Array]:
     """A newly evaluated node's `edges [B, 3, A]` and `node [B, 2 + P]` rows, and its value
-    for the player to move `[B]` (0 where the game terminated)."""
+    for the player to move `[B]` (0 where the game terminated). With `width > A` (games with
+    chance) the edge rows are widened with illegal columns."""
     own = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
-    prior, probs = store_prior(logits, md.action_mask)
-    children = jnp.where(md.action_mask, NO_CHILD, ILLEGAL)
+    mask = md.action_mask
+    if width is not None and width > mask.shape[-1]:
+        extra = [(0, 0), (0, width - mask.shape[-1])]
+        logits, mask = jnp.pad(logits, extra), jnp.pad(mask, extra)
+    prior, probs = store_prior(logits, mask)
+    children = jnp.where(mask, NO_CHILD, ILLEGAL)
     edges = edge_rows(probs, children, prior)
     return edges, info_row(own, md.terminated | md.truncated, md.rewards), own
 
@@ -303,7 +333,8 @@ def run_search(
     if not reuse:  # every search starts afresh (as in mctx), advanced or not
         tree = reset_trees(tree, jnp.ones((B,), jnp.bool_))
     tree = init_roots(spec, tree, params, env_states, k_root[0])
-    ctx = spec.selector.prepare(node_view(tree, None)[0], k_prep)
+    A = spec.env.num_actions
+    ctx = spec.selector.prepare(node_view(tree, None, actions=A)[0], k_prep)
 
     def body(i: Array, loop: Loop) -> Loop:
         k_env = jax.vmap(jax.random.fold_in, (0, None))(k_sims, i)
@@ -317,7 +348,7 @@ def run_search(
 
     zeros = jnp.zeros((B,), jnp.int32)
     tree, max_depth, fulls = jax.lax.fori_loop(0, num_simulations, body, Loop(tree, zeros, zeros))
-    view = node_view(tree, None)[0]
+    view = node_view(tree, None, actions=A)[0]
     weights, greedy = spec.selector.policy(view, ctx)
     action = choose_action(view.mask, weights, greedy, temperature, k_act)
     out = SearchOutput(
@@ -348,16 +379,26 @@ def simulate(
         k_net: the network call's key (one call for the batch).
 
     Returns:
-        The trees, the depth of each game's leaf `[B]` int32, and `[B]` whether the simulation
-        found its tree full and backed up without expanding.
+        The trees, the depth of each game's leaf `[B]` int32 (chance nodes count as levels),
+        and `[B]` whether the simulation found its tree full (with chance: fewer than two free
+        nodes) and backed up without expanding.
     """
-    full = tree.next_free >= tree.max_nodes
+    if spec.after_codec is None:
+        full = tree.next_free >= tree.max_nodes
+    else:  # an expansion may add a chance node and its first outcome
+        full = tree.next_free >= tree.max_nodes - 1
     path = select(spec, tree, ctx, full)
     wants = path.edge >= 0
     expanding = wants & ~full
-    tree, leaf, returns = expand(spec, tree, params, path, expanding, k_env, k_net)
+    if spec.after_codec is None:
+        tree, leaf, returns = expand(spec, tree, params, path, expanding, k_env, k_net)
+        added = expanding.astype(jnp.int32)
+    else:
+        before = tree.next_free
+        tree, leaf, returns = expand_with_chance(spec, tree, params, path, expanding, k_env, k_net)
+        added = tree.next_free - before  # 2 where a chance node came with its outcome
     tree = backward(spec, tree, leaf, returns)
-    return tree, path.depth + expanding.astype(jnp.int32), wants & full
+    return tree, path.depth + added, wants & full
 
 
 # --- the steps -------------------------------------------------------------------------------
@@ -375,7 +416,7 @@ def init_roots(
     env, B = spec.env, tree.batch_size
     md = jax.vmap(env.metadata)(env_states)
     packed = spec.codec.pack(env_states)
-    kept_moves = tree.edges[:, 0, CHILD] > ILLEGAL
+    kept_moves = tree.edges[:, 0, CHILD, : env.num_actions] > ILLEGAL
     stale = jnp.any(kept_moves != md.action_mask, axis=-1) | ~same_states(
         jax.tree_util.tree_map(lambda x: x[:, 0], tree.states), packed
     )
@@ -392,7 +433,7 @@ def init_roots(
         num_actions=env.num_actions,
         compact=spec.speed.compact_root_evaluations,
     )
-    fresh_edges, fresh_info, own = fresh_rows(logits, md, value)
+    fresh_edges, fresh_info, own = fresh_rows(logits, md, value, tree.num_actions)
     # (a root's incoming reward is never read: the backup stops at the root)
     root_info = jnp.where(empty[:, None], fresh_info, tree.node[:, 0])
     root_info = root_info.at[:, N_TERMINAL].set(fresh_info[:, N_TERMINAL])
@@ -455,10 +496,18 @@ def select_level(
     children of each game's node, take the best allowed, descend or stop."""
     selector = spec.selector
     view, children, terminal = node_view(
-        tree, None if is_root else path.node, games, logits=selector.interior_logits
+        tree,
+        None if is_root else path.node,
+        games,
+        logits=selector.interior_logits,
+        actions=spec.env.num_actions if is_root else None,
     )
     done = path.done | terminal  # reached (or started at) a finished game: stop there
     scores = selector.select(view, ctx if is_root else None, is_root)
+    if spec.after_codec is not None and not is_root:  # (a root is a decision node)
+        games = jnp.arange(path.node.shape[0]) if games is None else games
+        kind = gather_rows(tree.node, games * tree.max_nodes + path.node)[:, N_TERMINAL]
+        scores = jnp.where((kind == CHANCE_NODE)[:, None], outcome_scores(view), scores)
     expanded = children >= 0
     # in a full tree, only expanded children where the node has any
     allowed = view.mask & (
@@ -490,6 +539,16 @@ def select_level(
         done=done | stop | stuck,
         depth=path.depth + descend.astype(jnp.int32),
     )
+
+
+def outcome_scores(view: NodeView) -> Array:
+    """`[L, C]`: a chance node's scores of its outcomes, `p_o * (n + 1) - n_o` (`n` its visits
+    through outcomes): the outcome whose visits lag their share of the probability most, the
+    most probable one first, so that each outcome's visits keep within about one of their
+    share `p_o n` (the argmax is taken over the possible outcomes, `mask`)."""
+    visits = view.child_visits.astype(jnp.float32)
+    total = jnp.sum(visits, axis=-1, keepdims=True)
+    return view.prior_probs * (total + 1.0) - visits
 
 
 def expand(
@@ -560,10 +619,152 @@ def expand(
     return tree, leaf, returns
 
 
+def expand_with_chance(
+    spec: SearchSpec,
+    tree: Tree,
+    params: Params,
+    path: Path,
+    expanding: Array,
+    k_env: Array,
+    k_net: PRNGKey,
+) -> tuple[Tree, Array, Array]:
+    """`expand` for games with chance: one `decide`, `resolve` and network call for the batch.
+
+    At a decision node, `decide` the edge's move; with a chance event, add the chance node (its
+    afterstate and outcome probabilities) and, under it, the state of its most probable outcome;
+    without one, the state `resolve(afterstate, 0)` directly. At a chance node, `resolve` its
+    stored afterstate with the edge's outcome. The new state is evaluated as in `expand`; a new
+    chance node's raw value is that evaluation, for its own player (who made the move).
+    `k_env` is unused: the outcomes are chosen, not drawn.
+    """
+    del k_env
+    assert spec.after_codec is not None and spec.env.chance is not None
+    env, chance = spec.env, spec.env.chance
+    B, N, W = tree.batch_size, tree.max_nodes, tree.num_actions
+    b = jnp.arange(B)
+    node = path.node
+    flat = b * N + node
+    rows = jax.tree_util.tree_map(lambda x: gather_rows(x, flat), tree.states)
+    parent_links = read_links(tree, flat)
+    parent_info = gather_rows(tree.node, flat)
+    at_chance = parent_info[:, N_TERMINAL] == CHANCE_NODE
+    edge = jnp.maximum(path.edge, 0)
+    # both readings of every row; each lane keeps the one its node holds
+    decided = jax.vmap(chance.decide)(
+        spec.codec.unpack(rows), jnp.minimum(edge, env.num_actions - 1)
+    )
+    probs = jax.vmap(chance.probabilities)(decided).astype(jnp.float32)
+    stored = spec.after_codec.unpack(rows)
+    after = jax.tree_util.tree_map(
+        lambda s, d: jnp.where(at_chance.reshape((B,) + (1,) * (d.ndim - 1)), s, d),
+        stored,
+        decided,
+    )
+    event = ~at_chance & has_chance_event(probs)
+    likeliest = first_argmax(probs)
+    outcome = jnp.where(at_chance, edge, jnp.where(event, likeliest, 0))
+    new_states, md = jax.vmap(chance.resolve)(after, outcome)
+    if spec.speed.step_buffers:
+        new_states, md = computed_once((new_states, md), tree.next_free[0] >= 0)
+    logits, value = spec.evaluate(params, new_states, k_net)
+    player = md.cur_player_id.astype(jnp.int32)
+    new_edges, new_info, own = fresh_rows(logits, md, value, W)
+
+    two = expanding & event  # a chance node at next_free, its outcome's state after it
+    first = jnp.where(expanding, tree.next_free, N)  # N: out of range, the scatter drops it
+    second = jnp.where(two, tree.next_free + 1, N)
+    new = jnp.where(two, tree.next_free + 1, tree.next_free)  # the new decision node
+    new_links = Links(
+        jnp.where(two, tree.next_free, node),
+        jnp.where(two, likeliest, edge),
+        player,
+        parent_links.player,
+    )
+    # the chance node: the mover's afterstate, its outcomes, the evaluation for the mover
+    possible = jnp.pad(probs, [(0, 0), (0, W - probs.shape[-1])]) > 0
+    probs_row = jnp.where(possible, jnp.pad(probs, [(0, 0), (0, W - probs.shape[-1])]), 0.0)
+    outcomes = jnp.arange(W)[None, :]
+    chance_children = jnp.where(
+        outcomes == likeliest[:, None], new[:, None], jnp.where(possible, NO_CHILD, ILLEGAL)
+    )
+    chance_edges = edge_rows(
+        probs_row,
+        chance_children,
+        jnp.where(possible, jnp.log(jnp.maximum(probs_row, 1e-30)), NEG_LOGIT),
+    )
+    mover_value = for_player(value_vector(own, player, env.num_players), parent_links.player)
+    chance_info = info_row(mover_value, jnp.zeros((B,), jnp.bool_), jnp.zeros_like(md.rewards))
+    chance_info = chance_info.at[:, N_TERMINAL].set(CHANCE_NODE)
+    chance_links = Links(node, edge, parent_links.player, parent_links.player)
+
+    def put(x: Array, at: Array, v: Array) -> Array:
+        return x.at[b, at].set(v, mode="drop")
+
+    def pick(if_two: Array, otherwise: Array) -> Array:
+        return jnp.where(two.reshape((B,) + (1,) * (if_two.ndim - 1)), if_two, otherwise)
+
+    at_parent = jnp.where(expanding, node, N)
+    edges = put(tree.edges, first, pick(chance_edges, new_edges))
+    edges = put(edges, second, new_edges)
+    edges = edges.at[b, at_parent, CHILD, edge].set(tree.next_free.astype(jnp.float32), mode="drop")
+    edge_stats = tree.edge_stats.at[b, at_parent, edge].set(0.0, mode="drop")
+    edge_stats = edge_stats.at[b, jnp.where(two, tree.next_free, N), likeliest].set(
+        0.0, mode="drop"
+    )
+    packed_new = spec.codec.pack(new_states)
+    packed_after = spec.after_codec.pack(decided)
+    zeros = jnp.zeros((B, 2), jnp.float32)
+    tree = tree.replace(
+        states=put(put(tree.states, first, pick(packed_after, packed_new)), second, packed_new),
+        edges=edges,
+        edge_stats=edge_stats,
+        node_stats=put(put(tree.node_stats, first, zeros), second, zeros),
+        node=put(put(tree.node, first, pick(chance_info, new_info)), second, new_info),
+        links=put(
+            put(tree.links, first, pick(links_row(chance_links), links_row(new_links))),
+            second,
+            links_row(new_links),
+        ),
+        next_free=tree.next_free + expanding.astype(jnp.int32) + two.astype(jnp.int32),
+    )
+    leaf = jnp.where(expanding, new, node)
+    returns = value_vector(
+        jnp.where(expanding, own, parent_info[:, N_RAW]),
+        jnp.where(expanding, player, parent_links.player),
+        env.num_players,
+    )
+    return tree, leaf, returns
+
+
+def for_player(values: Array, player: Array) -> Array:
+    """`[B]`: the entries of per-player `values [B, P]` of `player [B]`."""
+    players = jnp.arange(values.shape[-1])[None, :]
+    return jnp.sum(jnp.where(players == player[:, None], values, 0.0), axis=-1)
+
+
+def chance_value(tree: Tree, flat: Array, edge_stats: Array, fallback: Array) -> Array:
+    """`[L]`: the expectimax value of the chance nodes at `flat [L]` for their player, the
+    probability-weighted mean of their visited outcomes' values `sum_o p_o Q_o / sum_o p_o`
+    (from `edge_stats`, the backup's current ones); `fallback [L]` where none is visited."""
+    row = gather_rows(tree.edges, flat)  # [L, 3, C]
+    stats = gather_rows(edge_stats, flat)  # [L, C, 2]
+    visits = jnp.where(row[:, CHILD] >= 0, stats[..., E_VISITS], 0.0)
+    weight = jnp.where(visits > 0, row[:, PROBS], 0.0)
+    q = stats[..., E_VALUE] / jnp.maximum(visits, 1.0)
+    mass = jnp.sum(weight, axis=-1)
+    mean = jnp.sum(weight * q, axis=-1) / jnp.maximum(mass, 1e-30)
+    return jnp.where(mass > 0, mean, fallback)
+
+
 def backward(spec: SearchSpec, tree: Tree, leaf: Array, returns: Array) -> Tree:
     """Add `returns [B, P]` from `leaf [B]` up its parent chain to the root: each node's
     statistics for its own player, each edge's for the player at its parent, the edge's reward
-    and the discount applied on the way up."""
+    and the discount applied on the way up.
+
+    A chance node (games with chance) is not averaged over its visits: its value becomes the
+    expectation over its visited outcomes (`chance_value`), its statistics and those of the
+    edge into it (equal sums) are set to one more visit of that mean, and that value is what
+    goes on up, undiscounted (the step's reward and discount are on the edge below it)."""
     b = jnp.arange(tree.batch_size)
     N, P = tree.max_nodes, spec.env.num_players
     players = jnp.arange(P)[None, :]
@@ -577,14 +778,32 @@ def backward(spec: SearchSpec, tree: Tree, leaf: Array, returns: Array) -> Tree:
         links = read_links(tree, flat)
         reward = read_info(tree, flat).reward
         at_node = jnp.where(live, c.node, N)
-        node_stats = c.node_stats.at[b, at_node].add(
-            one_visit(for_player(c.returns, links.player)), mode="drop"
-        )
-        through_edge = reward + spec.discount * c.returns  # the return through the edge into it
         at_parent = jnp.where(live & (links.parent >= 0), links.parent, N)
-        edge_stats = c.edge_stats.at[b, at_parent, links.action].add(
-            one_visit(for_player(through_edge, links.parent_player)), mode="drop"
-        )
+        if spec.after_codec is None:
+            node_add = one_visit(for_player(c.returns, links.player))
+            through_edge = reward + spec.discount * c.returns  # the return through the edge
+            edge_add = one_visit(for_player(through_edge, links.parent_player))
+        else:
+            is_chance = gather_rows(tree.node, flat)[:, N_TERMINAL] == CHANCE_NODE
+            own = for_player(c.returns, links.player)
+            mean = chance_value(tree, flat, c.edge_stats, own)
+            stats = gather_rows(c.node_stats, flat)
+            # the mean with one more visit: (n + 1) * mean in the sum
+            expected = jnp.stack(
+                [jnp.ones_like(mean), (stats[:, S_VISITS] + 1.0) * mean - stats[:, S_VALUE]],
+                axis=-1,
+            )
+            returns = jnp.where(is_chance[:, None], value_vector(mean, links.player, P), c.returns)
+            discount = jnp.where(is_chance, 1.0, spec.discount)[:, None]
+            through_edge = reward + discount * returns
+            node_add = jnp.where(is_chance[:, None], expected, one_visit(own))
+            edge_add = jnp.where(
+                is_chance[:, None],
+                expected,
+                one_visit(for_player(through_edge, links.parent_player)),
+            )
+        node_stats = c.node_stats.at[b, at_node].add(node_add, mode="drop")
+        edge_stats = c.edge_stats.at[b, at_parent, links.action].add(edge_add, mode="drop")
         return Backup(
             node=jnp.where(live, links.parent, NO_CHILD),
             returns=jnp.where(live[:, None], through_edge, c.returns),
@@ -621,12 +840,24 @@ def choose_action(
 # --- configuration and the checks at the edge ------------------------------------------------
 
 
-def advance(reuse: bool, tree: Tree, action: Array) -> Tree:
-    """Keep the subtree of `action [B]` (with reuse), else empty the trees."""
+def advance(
+    reuse: bool, chance: bool, tree: Tree, action: Array, outcome: Array | None = None
+) -> Tree:
+    """Keep the subtree of `action [B]` (with reuse), else empty the trees. In games with
+    chance (`chance`), the subtree of the chance `outcome [B]` drawn after it (None: unknown,
+    those rows emptied); `outcome` is ignored in games without chance."""
     if jnp.shape(action) != (tree.batch_size,):
         raise ValueError(
             f"action must have shape ({tree.batch_size},), one per game, got {jnp.shape(action)}"
         )
+    if outcome is not None and jnp.shape(outcome) != (tree.batch_size,):
+        raise ValueError(
+            f"outcome must have shape ({tree.batch_size},), one per game, got {jnp.shape(outcome)}"
+        )
+    if reuse and chance:
+        if outcome is None:
+            outcome = jnp.full((tree.batch_size,), -1, jnp.int32)
+        return advance_trees(tree, action, jnp.asarray(outcome, jnp.int32))
     if reuse:
         return advance_trees(tree, action)
     return reset_trees(tree, jnp.ones_like(tree.next_free, jnp.bool_))
@@ -741,12 +972,28 @@ def validate_search_args(
         from turbozero.search.selector import with_options
 
         selector = gumbel(**with_options(selector.options, num_simulations=num_simulations))
+    # with chance nodes the tree branches on outcomes: the drawn one's subtree can be kept
+    known_dynamics = env.deterministic or env.chance is not None
     if reuse is None:
-        reuse = selector.reusable and env.deterministic
+        reuse = selector.reusable and known_dynamics
     if reuse and not selector.reusable:
         raise ValueError(f"reuse=True is not supported with the {selector.name!r} selector")
-    if reuse and not env.deterministic:
-        raise ValueError(f"reuse=True needs a deterministic environment; {env.name!r} is not")
+    if reuse and not known_dynamics:
+        raise ValueError(
+            f"reuse=True needs a deterministic environment or one with a chance split "
+            f"(env.chance); {env.name!r} has neither"
+        )
+    if env.chance is not None:
+        if max_nodes < 3:
+            raise ValueError(
+                f"max_nodes must be >= 3 for {env.name!r}, a game with chance (an expansion "
+                f"may add a chance node and its first outcome), got {max_nodes}"
+            )
+        if tree_codecs(env)[0].width is None:
+            raise ValueError(
+                f"{env.name!r}: a search with chance nodes needs states and afterstates that "
+                f"pack into words (leaves of 1, 2 or 4 bytes, no PRNG keys)"
+            )
     return selector, num_simulations, max_nodes, bool(reuse), levels_per_iteration
 
 
@@ -773,7 +1020,8 @@ def make_search(
         max_nodes: node capacity per tree, >= 2; may be below `num_simulations + 1`.
         discount: per-step discount of rewards in (0, 1] (two-player games: 1).
         reuse: keep the played move's subtree between moves; defaults to the selector's
-            `reusable` and requires a deterministic environment.
+            `reusable` and requires a deterministic environment or one with chance nodes
+            (`env.chance`: the tree branches on outcomes, see `advance`).
         state_eval_fn: instead of `eval_fn`, evaluate environment states directly
             (`(params, states [B], key) -> (logits, value)`), e.g. random rollouts.
         levels_per_iteration: tree levels per `while_loop` iteration in the walk's last phase
@@ -803,13 +1051,15 @@ def make_search(
     if state_eval_fn is None:
         assert eval_fn is not None
         state_eval_fn = functools.partial(evaluate_observations, env, eval_fn)
+    codec, after_codec = tree_codecs(env)
     spec = SearchSpec(
         env=env,
         evaluate=state_eval_fn,
         selector=selector,
-        codec=state_codec(env),
+        codec=codec,
         discount=float(discount),
         speed=(speed or default_speed_paths())._replace(levels_per_iteration=levels),
+        after_codec=after_codec,
     )
 
     def init(batch_size: int) -> Tree:
@@ -822,7 +1072,7 @@ def make_search(
         search=functools.partial(
             checked_search, spec, num_simulations=num_simulations, reuse=reuse
         ),
-        advance=functools.partial(advance, reuse),
+        advance=functools.partial(advance, reuse, env.chance is not None),
         reset=reset,
         env=env,
         selector=selector,

@@ -21,8 +21,9 @@ level, and for the backup, which adds to one row of each statistics array per le
 - `node_stats[b, n]` `[2]` float32: the node's visits (`S_VISITS`) and the sum of the returns
   backed up through it for its own player to move (`S_VALUE`).
 - `node[b, n]` `[2 + P]` float32, written at expansion: the network's value for the player to move
-  (`N_RAW`, 0 at terminal nodes), whether the game is over there (`N_TERMINAL`), and the reward
-  vector received on the edge into the node (`N_REWARD:`).
+  (`N_RAW`, 0 at terminal nodes), whether the game is over there (`N_TERMINAL`: 1 over, 0 not,
+  `CHANCE_NODE` for a chance node), and the reward vector received on the edge into the node
+  (`N_REWARD:`).
 - `links[b, n]` `[4]` int32: parent, action from the parent, player to move at the node, and
   player to move at the parent (what the backup walks with).
 - `states[b, n]` `[W]` int32: the environment state, its leaves side by side as words (see
@@ -37,6 +38,13 @@ the backup's additions are whole-row scatters.
 Values are kept per player where they propagate (the backup carries a `[P]` vector of returns and
 the rewards are `[P]`) and stored for the player they concern, which is what lets one-player
 games and games whose players do not strictly alternate share one code path.
+
+**Games with chance** (`env.chance` set): decision nodes hold states, chance nodes hold the
+afterstate of their parent's move (`N_TERMINAL == CHANCE_NODE`; a chance node is never terminal).
+A chance node's edges are its outcomes: `PROBS` the outcome probabilities, `CHILD` `ILLEGAL` for
+impossible outcomes, `PRIOR` their logarithms. Edge rows are `max(A, C)` wide (a decision node's
+extra columns illegal) and the state rows wide enough for a state or an afterstate (`tree_codecs`).
+Games without chance keep the layout above exactly.
 
 Nodes are allocated in increasing index order, so a child's index is always larger than its
 parent's. A tree row with `next_free == 0` is empty: the next search evaluates its root.
@@ -65,6 +73,7 @@ PROBS, CHILD, PRIOR = 0, 1, 2  # rows of `edges[b, n]`
 E_VISITS, E_VALUE = 0, 1  # columns of `edge_stats[b, n, a]`
 S_VISITS, S_VALUE = 0, 1  # columns of `node_stats[b, n]`
 N_RAW, N_TERMINAL, N_REWARD = 0, 1, 2  # columns of `node[b, n]`
+CHANCE_NODE = -1.0  # the `N_TERMINAL` entry of a chance node
 # columns of `links[b, n]`
 L_PARENT, L_ACTION, L_PLAYER, L_PARENT_PLAYER = 0, 1, 2, 3
 
@@ -91,8 +100,52 @@ class _Leaf(NamedTuple):
 
 
 def state_codec(env: Env) -> StateCodec:
-    """The word layout of `env`'s states (see the module docstring), exact for every leaf of
-    1, 2 or 4 bytes (bool, int8-32, uint8-32, float16/bfloat16/float32).
+    """The word layout of `env`'s states (see `pytree_codec`)."""
+    example, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
+    return pytree_codec(example)
+
+
+def tree_codecs(env: Env) -> tuple[StateCodec, StateCodec | None]:
+    """The codecs of the tree's state rows: `(states, afterstates)`; afterstates None for games
+    without chance. With chance both pack into rows of the wider of the two widths (the
+    narrower padded with zeros), or both are None-width when either cannot be packed."""
+    states = state_codec(env)
+    if env.chance is None:
+        return states, None
+    from turbozero.envs.chance import afterstate_shape
+
+    after = pytree_codec(afterstate_shape(env))
+    if states.width is None or after.width is None:
+        plain = StateCodec(lambda s: s, lambda s: s, None)
+        return plain, plain
+    width = max(states.width, after.width)
+    return _padded(states, width), _padded(after, width)
+
+
+def _padded(codec: StateCodec, width: int) -> StateCodec:
+    """`codec` packing into rows of `width >= codec.width` words (zeros after its own)."""
+    assert codec.width is not None
+    own = codec.width
+    if own == width:
+        return codec
+
+    def pack(states: PyTree) -> Array:
+        rows = codec.pack(states)
+        return jnp.pad(rows, [(0, 0)] * (rows.ndim - 1) + [(0, width - own)])
+
+    return StateCodec(pack, lambda rows: codec.unpack(rows[..., :own]), width)
+
+
+def edge_width(env: Env) -> int:
+    """`A`, or `max(A, C)` for games with chance: the width of the tree's edge rows."""
+    if env.chance is None:
+        return env.num_actions
+    return max(env.num_actions, env.chance.num_outcomes)
+
+
+def pytree_codec(example: PyTree) -> StateCodec:
+    """The word layout of pytrees shaped like `example` (see the module docstring), exact for
+    every leaf of 1, 2 or 4 bytes (bool, int8-32, uint8-32, float16/bfloat16/float32).
 
     Booleans take one bit each (32 to a word: pgx states carry their observation and legal moves
     as booleans), 4-byte leaves one word per element by bit cast, 1- and 2-byte leaves one word
@@ -100,7 +153,6 @@ def state_codec(env: Env) -> StateCodec:
     every 4-byte leaf on each write and read, and gathers and scatters move as many elements as
     the row has bytes.
     """
-    example, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
     leaves, treedef = jax.tree_util.tree_flatten(example)
     specs = []
     for leaf in leaves:
@@ -241,6 +293,11 @@ class Tree(struct.Struct):
         """`[B, N]` bool: the game is over at the node."""
         return self.node[..., N_TERMINAL] > 0
 
+    @property
+    def chance(self) -> Array:
+        """`[B, N]` bool: the node is a chance node (games with chance)."""
+        return self.node[..., N_TERMINAL] == CHANCE_NODE
+
 
 class Links(NamedTuple):
     """The `links` row of one node per game, by name (each `[L]` int32)."""
@@ -305,11 +362,16 @@ def gather_rows(x: Array, flat: Array) -> Array:
 
 def init_tree(env: Env, *, batch_size: int, max_nodes: int) -> Tree:
     """An empty batch of trees (every row's next search evaluates its root)."""
-    B, N, A, P = batch_size, max_nodes, env.num_actions, env.num_players
-    codec = state_codec(env)
+    B, N, A, P = batch_size, max_nodes, edge_width(env), env.num_players
+    codec = tree_codecs(env)[0]
     if codec.width is not None:
         states: PyTree = jnp.zeros((B, N, codec.width), jnp.int32)
     else:
+        if env.chance is not None:
+            raise ValueError(
+                f"{env.name!r}: a search with chance nodes needs states and afterstates that "
+                f"pack into words (leaves of 1, 2 or 4 bytes, no PRNG keys)"
+            )
         state_shape, _ = jax.eval_shape(env.init, jax.random.PRNGKey(0))
         states = jax.tree_util.tree_map(lambda s: jnp.zeros((B, N, *s.shape), s.dtype), state_shape)
     edges = jnp.zeros((B, N, 3, A), jnp.float32).at[:, :, CHILD].set(NO_CHILD)
@@ -360,16 +422,25 @@ def _subtree_members(parent: Array, new_root: Array) -> Array:
     return hit
 
 
-def advance_trees(tree: Tree, action: Array) -> Tree:
+def advance_trees(tree: Tree, action: Array, outcome: Array | None = None) -> Tree:
     """Make the child reached by `action [B]` the new root, keeping its subtree (subtree reuse).
 
-    Rows whose root has no such child (the move leads outside the tree) are emptied. Storage is
+    In games with chance, pass `outcome [B]` int32 (the outcome drawn; -1: unknown): where the
+    child is a chance node, its child by `outcome` becomes the root (rows of unknown outcomes are
+    emptied); where the move had no chance event the child itself does. Rows whose root
+    has no such child (the move leads outside the tree) are emptied. Storage is
     compacted in one vectorised pass: kept nodes are renumbered in their old order, so children
     keep larger indices than their parents.
     """
     B, N = tree.next_free.shape[0], tree.max_nodes
     b = jnp.arange(B)
     child = tree.edges[b, 0, CHILD, action].astype(jnp.int32)
+    if outcome is not None:  # (static: games without chance keep the path below alone)
+        safe = jnp.maximum(child, 0)
+        at_chance = (child >= 0) & tree.chance[b, safe]
+        grandchild = tree.edges[b, safe, CHILD, jnp.maximum(outcome, 0)].astype(jnp.int32)
+        grandchild = jnp.where(outcome >= 0, grandchild, NO_CHILD)
+        child = jnp.where(at_chance, grandchild, child)
     has_child = (tree.next_free > 0) & (child >= 0)
     allocated = jnp.arange(N)[None, :] < tree.next_free[:, None]
     keep = _subtree_members(tree.parent, jnp.where(has_child, child, N)) & allocated

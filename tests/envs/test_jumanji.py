@@ -17,7 +17,7 @@ from turbozero.envs.jumanji import DETERMINISTIC
 pytest.importorskip("jumanji")
 
 #: the games of the AlphaZero presets; the other marked games are checked by `make check`
-PRESET_GAMES = ("Minesweeper-v0", "Sudoku-very-easy-v0")
+PRESET_GAMES = ("Minesweeper-v0", "Maze-v0")
 
 
 def _play_random(env, state, md, key, num_steps):

@@ -354,8 +354,8 @@ def game_2048() -> AlphaZeroConfig:
 @register_preset(
     "minesweeper",
     "jumanji Minesweeper 10x10 with 10 mines (one player), MLP, muzero_puct, rewarded with the "
-    "share of the board uncovered (the user's notebook). The search steps the true state and "
-    "so sees the hidden mines: its return is not a player's; the network's alone "
+    "share of the board uncovered (the user's notebook), 5 minutes on CPU. The search steps the "
+    "true state and so sees the hidden mines: its return is not a player's; the network's alone "
     "(eval/network/return) plays from what the player sees",
     algorithm="alphazero",
 )
@@ -375,9 +375,41 @@ def minesweeper() -> AlphaZeroConfig:
         collection_steps_per_epoch=16,
         train_steps_per_epoch=32,
         num_epochs=1000,
-        max_wall_seconds=600.0,
+        max_wall_seconds=300.0,
         eval_every=5,
         eval_games=64,
+        eval_opponents=(),
+    )
+
+
+@register_preset(
+    "maze",
+    "jumanji Maze 10x10 (one player: reward 1 for reaching the target within 100 steps), MLP, "
+    "muzero_puct, 5 minutes on CPU; the whole maze is the player's to see, so its search is a "
+    "fair player",
+    algorithm="alphazero",
+)
+def maze() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="jumanji:Maze-v0",
+        num_games=64,
+        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
+        search=SearchConfig(
+            selector="muzero_puct", num_simulations=32, max_nodes=64, discount=0.97
+        ),
+        temperature_moves=100,
+        max_episode_steps=100,  # (the maze's own time limit)
+        memory_capacity=128,
+        truncation="bootstrap",
+        train_batch_size=256,
+        warmup_steps=16,
+        collection_steps_per_epoch=16,
+        train_steps_per_epoch=32,
+        num_epochs=1000,
+        max_wall_seconds=300.0,
+        eval_every=50,
+        eval_games=64,
+        eval_simulations=128,
         eval_opponents=(),
     )
 

@@ -523,12 +523,14 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.set_defaults(fn=cmd_eval)
     pl = sub.add_parser("play", help="play against a trained agent in the browser")
-    pl.add_argument("run_dir", help="a two-player AlphaZero run (or a checkpoint step in it)")
+    pl.add_argument(
+        "run_dir", help="an AlphaZero run, one or two players (or a checkpoint step in it)"
+    )
     pl.add_argument(
         "--human-first",
         action="store_true",
         dest="human_first",
-        help="you move first (default: the agent does)",
+        help="you move first (default: the agent does; a one-player game is yours to play)",
     )
     pl.add_argument(
         "--simulations",

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from turbozero.envs.boards import board_cells, move_label, winning_line
+from turbozero.envs.boards import (
+    backgammon_label,
+    backgammon_move,
+    board_cells,
+    move_label,
+    outcome_label,
+    winning_line,
+)
 
 
 def test_moves_are_named_as_players_name_them():
@@ -12,6 +19,28 @@ def test_moves_are_named_as_players_name_them():
     assert move_label("go_9x9", 0) == "A9" and move_label("go_9x9", 81) == "pass"
     assert move_label("hex", 121) == "swap"
     assert move_label("some_game", 3) == "action 3"
+
+
+def test_chance_games_name_their_moves_and_outcomes_as_players_do():
+    assert [move_label("2048", a) for a in range(4)] == ["left", "up", "right", "down"]
+    assert outcome_label("2048", 2) == "a 2 at c1" and outcome_label("2048", 16 + 15) == "a 4 at d4"
+    assert outcome_label("backgammon", 6 * 2 + 4) == "rolled 3-5"
+    assert outcome_label("tic_tac_toe", 3) == "outcome 3"
+    # pgx backgammon: action = 6 * source + die index; source 0 the no-op, 1 the bar, 2 + i the
+    # mover's board index i (index 0 the 24-point, 23 the 1-point)
+    assert backgammon_move(3) is None and move_label("backgammon", 3) == "no move (pass)"
+    assert (
+        backgammon_move(6 * 1 + 2) == (25, 22, 3)
+        and move_label("backgammon", 8) == "bar/22 (die 3)"
+    )
+    assert move_label("backgammon", 6 * (2 + 11) + 4) == "13/8 (die 5)"
+    assert move_label("backgammon", 6 * (2 + 18) + 5) == "6/off (die 6)"
+    assert move_label("backgammon", 6 * (2 + 21) + 5) == "3/off (die 6)"  # the die is larger
+    board = [0] * 28
+    board[16] = -1  # a lone opposing checker on the 8-point
+    assert backgammon_label(6 * (2 + 11) + 4, board) == "13/8* (die 5)"
+    board[16] = -2
+    assert backgammon_label(6 * (2 + 11) + 4, board) == "13/8 (die 5)"
 
 
 def test_winning_line_finds_rows_columns_and_diagonals():

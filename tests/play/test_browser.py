@@ -19,6 +19,15 @@ import threading
 import pytest
 
 import turbozero
+from tests.play.test_chance_games import (  # noqa: F401 (fixtures)
+    MOVE,
+    PASS,
+    replay_outcomes,
+    run_2048,
+    run_backgammon,
+    served_2048,
+    served_backgammon,
+)
 from tests.play.test_server import replay, request, tiny_run  # noqa: F401 (fixture)
 from turbozero.play import Game, make_server
 from turbozero.play.server import url_of
@@ -114,3 +123,50 @@ def test_a_screenshot_of_a_game_in_progress_is_a_png(served, tmp_path):
     assert (width, height) == (1000, 720)
     _, state = request(url, "/api/state")
     assert len(state["history"]) == 4 and not state["over"]  # two moves each, shown in the shot
+
+
+def test_2048_in_the_browser_by_buttons_and_arrow_keys_then_the_agent_moves_and_is_watched(
+    served_2048,  # noqa: F811
+    tmp_path,
+):
+    """A one-player game: the human's moves by the buttons and the arrow keys, each showing
+    the tile that fell; then "Agent: one move" twice and "Watch the agent play" until it has
+    made two more moves."""
+    url, game = served_2048
+    assert request(url, "/api/new", {"human_first": True})[0] == 200
+    query = "?autoplay=6&seed=2&undo=1&agent=2&watch=2"
+    dom = run_chromium(tmp_path, url + query, "--dump-dom")
+    summary = autoplay_summary(dom)
+    assert summary["error"] is None and summary["done"], summary
+    assert summary["human_moves"] == 6 and summary["undone"]
+    assert summary["key_presses"] >= 2 and summary["button_clicks"] >= 2  # both ways played
+    assert all(re.fullmatch(r"New tile: a [24] at [a-d][1-4]", c) for c in summary["chance"])
+    assert summary["agent_moves"] == 2 and summary["watched"] >= 2
+    _, state = request(url, "/api/state")
+    assert summary["history"] == state["history"]
+    assert [h["by"] for h in state["history"]].count("agent") == 2 + summary["watched"]
+    assert summary["score"].startswith(f"Score: {state['score']:g}")
+    assert re.search(r'<rect[^>]*id="new-tile"', dom)  # the tile that fell is framed
+    final, returns = replay_outcomes(game, state["history"])
+    assert returns[0] == state["score"]
+
+
+def test_backgammon_in_the_browser_moves_from_the_list_and_shows_the_dice(
+    served_backgammon,  # noqa: F811
+    tmp_path,
+):
+    url, game = served_backgammon
+    assert request(url, "/api/new", {"human_first": True})[0] == 200
+    dom = run_chromium(tmp_path, url + "?autoplay=8&seed=4&undo=1", "--dump-dom")
+    summary = autoplay_summary(dom)
+    assert summary["error"] is None and summary["done"], summary
+    assert summary["undone"] and summary["board_clicks"] == summary["key_presses"] == 0
+    assert summary["button_clicks"] == summary["human_moves"] == 8  # (the first then undone)
+    assert all(c.startswith("Dice: ") for c in summary["chance"] if c), summary["chance"]
+    _, state = request(url, "/api/state")
+    assert summary["history"] == state["history"]
+    assert all(h["label"] == PASS or MOVE.match(h["label"]) for h in state["history"])
+    assert any(h["chance"] for h in state["history"])  # turns passed with the dice rolled
+    assert len(re.findall(r'<text[^>]*class="board-label"', dom)) == 24  # the points numbered
+    final, _ = replay_outcomes(game, state["history"])
+    assert (final._board == game._plies[-1].state._board).all()

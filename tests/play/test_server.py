@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import random
 import re
@@ -305,17 +304,6 @@ def test_board_cells_lie_where_pgx_draws_the_stone(name, action):
     drawn = _drawn_centres(env.render_svg(state), env.render_svg(after))
     cells = [(x, y) for a, x, y, _ in board_cells(name) if a == action]
     assert any(np.hypot(x - cx, y - cy) < 1.0 for x, y in drawn for cx, cy in cells)
-
-
-def test_one_player_games_are_refused_with_the_reason(served):
-    _, game = served
-    solo = dataclasses.replace(game.env, name="solo", num_players=1)
-
-    class Loaded:
-        env = solo
-
-    with pytest.raises(ValueError, match="two-player game; 'solo' has 1 player"):
-        Game(Loaded())
 
 
 def test_an_agent_that_fails_to_reply_leaves_the_human_to_move(served):

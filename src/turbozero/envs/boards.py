@@ -1,6 +1,6 @@
 """What turbozero knows of each built-in game beyond its rules, one entry per game (`BOARDS`):
-how it is drawn and its moves named, its winning lines, its symmetries, and whether it has a
-perfect player and solver-labelled positions.
+how it is drawn and its moves and chance outcomes named, its winning lines, its symmetries, and
+whether it has a perfect player and solver-labelled positions.
 
 Plain data and functions (no JAX, nothing else of turbozero), read by the play page (clicks to
 moves), the game records and the CLI (move names), the trainer (augmentations) and the arena
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 #: one clickable cell: (action, x, y, radius)
 Cell = tuple[int, float, float, float]
@@ -72,6 +72,54 @@ def _go_label(n: int) -> Callable[[int], str]:
     return label
 
 
+#: pgx 2048's actions 0..3 (the board turned so that the move slides left, then turned back)
+DIRECTIONS = ("left", "up", "right", "down")
+BAR, OFF = 25, 0  # backgammon's bar and off as point numbers, as players number them
+
+
+def _direction_label(action: int) -> str:
+    return DIRECTIONS[action] if 0 <= action < len(DIRECTIONS) else f"action {action}"
+
+
+def _tile_label(outcome: int) -> str:
+    """2048's chance outcome `16 * is_four + cell` named as the tile and its cell ("a 2 at c1")."""
+    cell = outcome % 16
+    return f"a {4 if outcome // 16 else 2} at {_LETTERS[cell % 4]}{cell // 4 + 1}"
+
+
+def _dice_label(outcome: int) -> str:
+    """Backgammon's chance outcome `6 * die0 + die1` (0..5 for 1..6) named as the roll."""
+    return f"rolled {outcome // 6 + 1}-{outcome % 6 + 1}"
+
+
+def backgammon_move(action: int) -> tuple[int, int, int] | None:
+    """`(from, to, die)` of pgx backgammon's `action = 6 * source + die_index`, in points
+    numbered from the mover's side (24 down to 1 into the home board; `BAR` 25, `OFF` 0), or
+    None for the no-op (sources 0), legal only when no checker can move.
+
+    pgx keeps the board from the mover's side: index 0 is the 24-point and 23 the 1-point;
+    source 1 is the bar, sources 2..25 the indices 0..23.
+    """
+    source, die = action // 6, action % 6 + 1
+    if source == 0:
+        return None
+    start = BAR if source == 1 else 24 - (source - 2)
+    return start, max(start - die, OFF), die
+
+
+def backgammon_label(action: int, board: Sequence[int] | None = None) -> str:
+    """A backgammon move as players write it, with its die: "13/8 (die 5)", "bar/22 (die 3)",
+    "6/off (die 6)", "no move (pass)"; "13/8*" when `board` (pgx's `_board`, from the mover's
+    side) shows the move hits a lone opposing checker."""
+    move = backgammon_move(action)
+    if move is None:
+        return "no move (pass)"
+    start, end, die = move
+    hit = board is not None and end != OFF and int(board[24 - end]) == -1
+    where = f"{'bar' if start == BAR else start}/{'off' if end == OFF else end}"
+    return f"{where}{'*' if hit else ''} (die {die})"
+
+
 @dataclasses.dataclass(frozen=True)
 class Board:
     """What turbozero knows of one built-in game beyond its rules.
@@ -79,6 +127,8 @@ class Board:
     Attributes:
         cells: where each action lies on pgx's drawing (None: moves are not squares).
         label: a short human name of an action.
+        outcome_label: a short human name of a chance outcome (`Env.chance`), for games with
+            chance (None: none).
         line: `(rows, columns, k)` for games won by k marks in a row (the winning line drawn).
         symmetry: `("square", side)` (the 8 symmetries of a square board) or
             `("horizontal", width)` (a mirror image), for augmentation; None: none used.
@@ -89,6 +139,7 @@ class Board:
 
     cells: Callable[[], list[Cell]] | None
     label: Callable[[int], str]
+    outcome_label: Callable[[int], str] | None = None
     line: tuple[int, int, int] | None = None
     symmetry: tuple[str, int] | None = None
     perfect: bool = False
@@ -123,6 +174,8 @@ BOARDS: dict[str, Board] = {
     "go_9x9": Board(cells=lambda: _go_cells(9), label=_go_label(9), symmetry=("square", 9)),
     "go_19x19": Board(cells=lambda: _go_cells(19), label=_go_label(19), symmetry=("square", 19)),
     "hex": Board(cells=_hex_cells, label=_square_label(11, {121: "swap"})),
+    "2048": Board(cells=None, label=_direction_label, outcome_label=_tile_label),
+    "backgammon": Board(cells=None, label=backgammon_label, outcome_label=_dice_label),
 }
 
 
@@ -141,6 +194,14 @@ def move_label(env_name: str, action: int) -> str:
     """A short human name for `action` in `env_name` (columns a, b, ...; row 1 at the top)."""
     board = BOARDS.get(env_name)
     return f"action {action}" if board is None else board.label(action)
+
+
+def outcome_label(env_name: str, outcome: int) -> str:
+    """A short human name for a chance outcome of `env_name` ("a 2 at c1", "rolled 3-5")."""
+    board = BOARDS.get(env_name)
+    if board is None or board.outcome_label is None:
+        return f"outcome {outcome}"
+    return board.outcome_label(outcome)
 
 
 def winning_line(env_name: str, board: list[int]) -> list[int]:

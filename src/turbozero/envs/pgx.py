@@ -149,6 +149,8 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
     def render_svg(state) -> str:
         from pgx._src.visualizer import Visualizer  # host side only
 
+        if str(env.id) == "backgammon":  # its drawing turns the board with `.at`: a jax array
+            state = state.replace(_board=jnp.asarray(state._board))
         return Visualizer(color_theme="light").get_dwg(states=state).tostring()
 
     return Env(

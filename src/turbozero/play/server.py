@@ -10,6 +10,7 @@ user visits must not play here), or 500 when the agent fails):
 
     GET  /api/state                      the game now
     POST /api/move  {"action": int}      the human's move, then the agent's reply
+    POST /api/agent                      one-player games: the agent plays the next move
     POST /api/undo                       take back the human's last move and the replies after it
     POST /api/new   {"human_first": bool} a new game (the key is optional)
 
@@ -92,6 +93,9 @@ def make_app(game: Game, *, read_timeout: float = READ_TIMEOUT_SECONDS) -> Starl
     async def move(request: Request) -> Response:
         return await _post(request, read_timeout, lambda body: game.move(_action(body)))
 
+    async def agent(request: Request) -> Response:
+        return await _post(request, read_timeout, lambda body: game.agent_move())
+
     async def undo(request: Request) -> Response:
         return await _post(request, read_timeout, lambda body: game.undo())
 
@@ -103,6 +107,7 @@ def make_app(game: Game, *, read_timeout: float = READ_TIMEOUT_SECONDS) -> Starl
         Route("/static/{name}", page),
         Route("/api/state", state),
         Route("/api/move", move, methods=["POST"]),
+        Route("/api/agent", agent, methods=["POST"]),
         Route("/api/undo", undo, methods=["POST"]),
         Route("/api/new", new, methods=["POST"]),
     ]

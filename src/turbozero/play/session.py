@@ -3,6 +3,11 @@
 `Game` holds the position and its history, checks every human move against the legal mask of
 the position it holds, and plays the agent's replies; `turbozero.play.server` serves it over HTTP.
 The snapshot `Game` answers with is the page's JSON API (see `turbozero.play.server`).
+
+Two-player games are the human against the agent. In a one-player game (2048) the human plays,
+and the agent plays a move in the human's place when asked (`Game.agent_move`), to watch it.
+Games with chance (`Env.chance`: 2048's tiles, backgammon's dice) are stepped through their
+split so that each outcome is known and shown as it falls (`turbozero.play.games`).
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import runs_search
-from turbozero.envs.boards import board_cells, move_label, winning_line
+from turbozero.envs.boards import board_cells, move_label, outcome_label, winning_line
+from turbozero.envs.chance import has_chance_event
 from turbozero.envs.core import Env
+from turbozero.play.games import chance_cell, game_view, move_choices, move_text
 from turbozero.search import compiler_options
-from turbozero.types import PyTree, StepMetadata
+from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
 
 TOP_MOVES = 5  # moves shown with their search weights in the agent's reply
 MAX_AGENT_MOVES = 10_000  # agent moves in a row before we call the game broken
@@ -37,6 +45,8 @@ class Ply(NamedTuple):
     action: int | None  # the move that led here; None at the start
     mover: str | None  # "human" or "agent"; None at the start
     reply: dict[str, Any] | None  # the agent's analysis when mover == "agent"
+    label: str | None = None  # the move's name where it was played (backgammon's hits)
+    outcome: int | None = None  # the chance outcome that followed the move; None: no draw
 
 
 def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -55,30 +65,54 @@ def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return jax.jit(loaded.policy), ()
 
 
+def _compiled_step(env: Env) -> Callable[..., tuple[PyTree, StepMetadata, Array, Array]]:
+    """`step(state, action, key) -> (state, meta, outcome, drawn)`, one `jax.jit` function.
+
+    A game with chance is stepped through its split (`Env.chance`, the same step bit for bit)
+    so that the page can show the outcome drawn from `key` (`drawn`: whether there was a draw);
+    other games step as they are (outcome 0, no draw).
+    """
+    chance = env.chance
+    if chance is None:
+
+        def step(state: PyTree, action: Array, key: PRNGKey) -> Any:
+            state, meta = env.step(state, action, key)
+            return state, meta, jnp.int32(0), jnp.bool_(False)
+
+    else:
+
+        def step(state: PyTree, action: Array, key: PRNGKey) -> Any:
+            after = chance.decide(state, action)
+            outcome = chance.sample_outcome(after, key)
+            state, meta = chance.resolve(after, outcome)
+            return state, meta, outcome, has_chance_event(chance.probabilities(after))
+
+    return jax.jit(step)
+
+
 class Game:
     """One game between a human and `loaded` (a `turbozero.load_agent` result), with history.
 
     Thread-safe: every public method holds the game's lock. `human_first` says who moves first
-    in new games; `seed` fixes the keys given to `init`, `step` and the agent.
+    in new games of two players (a one-player game is always the human's to play, the agent
+    moving in the human's place when asked: `agent_move`); `seed` fixes the keys given to
+    `init`, `step` and the agent.
     """
 
     def __init__(self, loaded: Any, *, human_first: bool = True, seed: int = 0) -> None:
-        env: Env = loaded.env
-        if env.num_players != 2:
-            raise ValueError(
-                f"play needs a two-player game; {env.name!r} has {env.num_players} player(s)"
-            )
+        env: Env = loaded.env  # one or two players (`Env` has no others)
         if env.continuous:
             raise ValueError(f"play needs discrete actions; {env.name!r} has continuous ones")
         self.env = env
+        self.one_player = env.num_players == 1
         inner = getattr(loaded, "agent", None)
         self.agent_name = str(getattr(loaded, "name", None) or getattr(inner, "name", "agent"))
-        self.human_first = bool(human_first)
+        self.human_first = bool(human_first) or self.one_player
         self.cells = board_cells(env.name)
         # Compiled once for a batch of one; `compiled_policy._cache_size()` counts compilations.
         self.compiled_policy, self._policy_args = _compiled_policy(loaded)
         self._init = jax.jit(env.init)
-        self._step = jax.jit(env.step)
+        self._step = _compiled_step(env)
         self._key = jax.random.PRNGKey(seed)
         self._lock = threading.RLock()
         self._plies: list[Ply] = []
@@ -89,11 +123,14 @@ class Game:
     # -- public, locked -------------------------------------------------------------------
 
     def new(self, human_first: bool | None = None) -> dict[str, Any]:
-        """Start a new game (the agent moves at once if it goes first); the snapshot."""
+        """Start a new game (the agent moves at once if it goes first); the snapshot.
+
+        `human_first` None keeps the last choice; a one-player game ignores it.
+        """
         with self._lock:
             before = (self.human_first, self.human_player, self._plies)
             if human_first is not None:
-                self.human_first = bool(human_first)
+                self.human_first = bool(human_first) or self.one_player
             state, meta = self._init(self._next_key())
             meta = jax.device_get(meta)
             first = int(meta.cur_player_id)
@@ -141,10 +178,31 @@ class Game:
                 raise
             return self.snapshot()
 
-    def undo(self) -> dict[str, Any]:
-        """Take back the human's last move and the agent's replies to it; the snapshot."""
+    def agent_move(self) -> dict[str, Any]:
+        """Let the agent play the next move of a one-player game in the human's place (to watch
+        it play, a move at a time); the snapshot.
+
+        Raises:
+            IllegalMoveError: a two-player game (where the agent replies by itself), or the game
+                is over.
+        """
         with self._lock:
-            last = max((i for i, p in enumerate(self._plies) if p.mover == "human"), default=None)
+            if not self.one_player:
+                raise IllegalMoveError(
+                    "the agent moves for you in one-player games only; "
+                    f"in {self.env.name} it replies to your moves by itself"
+                )
+            if self.over:
+                raise IllegalMoveError("the game is over; start a new one")
+            self._agent_play()
+            return self.snapshot()
+
+    def undo(self) -> dict[str, Any]:
+        """Take back the human's last move and the agent's replies to it (in a one-player game
+        the last move, the human's or the agent's played when asked); the snapshot."""
+        with self._lock:
+            movers = ("human", "agent") if self.one_player else ("human",)
+            last = max((i for i, p in enumerate(self._plies) if p.mover in movers), default=None)
             if last is None:
                 raise IllegalMoveError("nothing to undo")
             del self._plies[last:]
@@ -167,16 +225,16 @@ class Game:
         """The game as JSON-ready data: every answer of the page's API (`turbozero.play.server`)."""
         with self._lock:
             ply = self._plies[-1]
+            state = jax.device_get(ply.state)
             name = self.env.name
             over = self.over
             legal = [] if over else self.legal_actions()
-            svg = None
-            if self.env.render_svg is not None:
-                svg = self.env.render_svg(jax.device_get(ply.state))
+            svg = None if self.env.render_svg is None else self.env.render_svg(state)
             replies = [p.reply for p in self._plies if p.reply is not None]
             return {
                 "env": name,
                 "agent": self.agent_name,
+                "players": self.env.num_players,
                 "num_actions": self.env.num_actions,
                 "human_player": self.human_player,
                 "human_first": self.human_first,
@@ -185,12 +243,20 @@ class Game:
                 "svg": svg,
                 "cells": self.cells,
                 "legal": legal,
-                "moves": [{"action": a, "label": move_label(name, a)} for a in legal],
+                "moves": move_choices(name, state, legal),
                 "history": [
-                    {"action": p.action, "label": move_label(name, p.action), "by": p.mover}
+                    {
+                        "action": p.action,
+                        "label": p.label,
+                        "by": p.mover,
+                        "outcome": p.outcome,
+                        "chance": self._outcome_text(p),
+                    }
                     for p in self._plies[1:]
-                    if p.action is not None
                 ],
+                "score": self.returns()[0] if self.one_player else None,
+                "chance": self._chance(ply),
+                **game_view(name, state, human_player=self.human_player),
                 "last_move": ply.action,
                 "last_cell": self._last_cell(),
                 "winning_cells": self._winning_cells() if over else [],
@@ -201,6 +267,28 @@ class Game:
             }
 
     # -- reading the position (callers hold the lock or accept a racy read) ---------------
+
+    def _chance(self, ply: Ply) -> dict[str, Any] | None:
+        """The chance outcome that followed `ply`'s move (`{"outcome", "label", "cell"}`: its
+        id, its name, and for 2048 the new tile's `[x, y, r]` on the drawing), or None."""
+        if ply.outcome is None:
+            return None
+        return {
+            "outcome": ply.outcome,
+            "label": self._outcome_text(ply),
+            "cell": chance_cell(self.env.name, ply.outcome),
+        }
+
+    def _outcome_text(self, ply: Ply) -> str | None:
+        """The name of the chance outcome after `ply`'s move; in a two-player game with the
+        player it fell for, the one to move next ("the agent rolled 6-3")."""
+        if ply.outcome is None:
+            return None
+        text = outcome_label(self.env.name, ply.outcome)
+        if self.one_player:
+            return text
+        whose = "you" if int(ply.meta.cur_player_id) == self.human_player else "the agent"
+        return f"{whose} {text}"
 
     def _board(self, index: int) -> list[int] | None:
         """Ply `index`'s board as row-major marks (-1 empty), for games that keep one."""
@@ -249,8 +337,14 @@ class Game:
         return [float(r) for r in total]
 
     def result(self) -> dict[str, Any]:
-        """Who won, by the environment's rewards (returns per player id)."""
+        """Who won, by the environment's rewards (returns per player id); a one-player game's
+        score (its return; winner None)."""
         returns = self.returns()
+        if self.one_player:
+            text = f"Game over: score {returns[0]:g}."
+            if not bool(self._plies[-1].meta.terminated):
+                text += " (move limit)"
+            return {"winner": None, "text": text, "returns": returns}
         human, agent = returns[self.human_player], returns[1 - self.human_player]
         if human > agent:
             winner, text = "human", "You win!"
@@ -272,39 +366,47 @@ class Game:
         return key
 
     def _play(self, action: int, mover: str, reply: dict[str, Any] | None) -> None:
-        state, meta = self._step(self._plies[-1].state, action, self._next_key())
-        self._plies.append(Ply(state, jax.device_get(meta), action, mover, reply))
+        before = self._plies[-1].state
+        label = move_text(self.env.name, before, action)
+        state, meta, outcome, drawn = self._step(before, action, self._next_key())
+        meta, outcome, drawn = jax.device_get((meta, outcome, drawn))
+        drawn_outcome = int(outcome) if bool(drawn) else None
+        self._plies.append(Ply(state, meta, action, mover, reply, label, drawn_outcome))
 
     def _agent_replies(self) -> None:
         for _ in range(MAX_AGENT_MOVES):
             if self.over or self.to_move != "agent":
                 return
-            if not self._warm:  # its compilation is not thinking time
-                self.warm_up()
-            ply = self._plies[-1]
-            start = time.perf_counter()
-            batched = jax.tree_util.tree_map(lambda x: x[None], ply.state)
-            out = jax.device_get(self._policy(batched, self._next_key()))
-            seconds = time.perf_counter() - start
-            action = int(out.action[0])
-            if not (0 <= action < self.env.num_actions and bool(ply.meta.action_mask[action])):
-                raise RuntimeError(f"the agent chose the illegal action {action}")
-            weights = np.asarray(out.weights[0], np.float64)
-            top = [int(a) for a in np.argsort(-weights, kind="stable")[:TOP_MOVES]]
-            reply = {
-                "action": action,
-                "label": move_label(self.env.name, action),
-                "value": float(out.value[0]),
-                "seconds": round(seconds, 4),
-                "top": [
-                    {
-                        "action": a,
-                        "label": move_label(self.env.name, a),
-                        "weight": float(weights[a]),
-                    }
-                    for a in top
-                    if weights[a] > 0
-                ],
-            }
-            self._play(action, "agent", reply)
+            self._agent_play()
         raise RuntimeError(f"the agent moved {MAX_AGENT_MOVES} times in a row")
+
+    def _agent_play(self) -> None:
+        """The agent's move in the current position, played with its analysis (`reply`)."""
+        if not self._warm:  # its compilation is not thinking time
+            self.warm_up()
+        ply = self._plies[-1]
+        start = time.perf_counter()
+        batched = jax.tree_util.tree_map(lambda x: x[None], ply.state)
+        out = jax.device_get(self._policy(batched, self._next_key()))
+        seconds = time.perf_counter() - start
+        action = int(out.action[0])
+        if not (0 <= action < self.env.num_actions and bool(ply.meta.action_mask[action])):
+            raise RuntimeError(f"the agent chose the illegal action {action}")
+        weights = np.asarray(out.weights[0], np.float64)
+        top = [int(a) for a in np.argsort(-weights, kind="stable")[:TOP_MOVES]]
+        reply = {
+            "action": action,
+            "label": move_text(self.env.name, ply.state, action),
+            "value": float(out.value[0]),
+            "seconds": round(seconds, 4),
+            "top": [
+                {
+                    "action": a,
+                    "label": move_text(self.env.name, ply.state, a),
+                    "weight": float(weights[a]),
+                }
+                for a in top
+                if weights[a] > 0
+            ],
+        }
+        self._play(action, "agent", reply)

@@ -1,13 +1,20 @@
 // turbozero play: draws the server's game and sends the human's moves (the server checks them).
-// ?autoplay=N[&seed=S][&undo=1][&illegal=1] plays N random legal moves by clicking the page
-// itself (the end-to-end test uses it) and writes a JSON summary into #autoplay-log.
+// One-player games (2048) are the human's to play; the agent plays a move when asked, or on and
+// on while "Watch" is on. Chance shows as it falls: 2048's new tile, backgammon's dice.
+// ?autoplay=N[&seed=S][&undo=1][&illegal=1][&agent=K][&watch=K] plays N random legal moves by
+// clicking the page itself (and pressing 2048's arrow keys), then asks the agent for K moves
+// (one-player games), and writes a JSON summary into #autoplay-log (the end-to-end test).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const SVG_NS = "http://www.w3.org/2000/svg";
+const WATCH_DELAY_MS = 250; // between the agent's moves while watching
+const ARROWS = { ArrowLeft: "←", ArrowUp: "↑", ArrowRight: "→", ArrowDown: "↓" };
 let game = null;
 let pending = Promise.resolve();
 let busy = false;
+let watching = false;
+let watchLoop = Promise.resolve();
 
 async function api(method, path, body) {
   const init = { method, headers: {} };
@@ -65,14 +72,32 @@ function cellOf(action) {
   return cells.length ? cells : null;
 }
 
+function keyOf(action) {
+  if (!game || !game.keys) return null;
+  const found = Object.entries(game.keys).find(([, a]) => a === action);
+  return found ? found[0] : null;
+}
+
+function yourMoveText() {
+  if (game.cells) return "Your move: click the board.";
+  if (game.keys) return "Your move: an arrow key or a button below.";
+  return "Your move: pick one below.";
+}
+
 function render() {
   if (!game) return;
-  $("title").textContent = `${game.env}: you against ${game.agent}` +
-    ` (you move ${game.human_first ? "first" : "second"})`;
+  const onePlayer = game.players === 1;
+  $("title").textContent = onePlayer
+    ? `${game.env}: you play, or let ${game.agent} move for you`
+    : `${game.env}: you against ${game.agent}` +
+      ` (you move ${game.human_first ? "first" : "second"}` +
+      `${game.colour ? `, you play ${game.colour}` : ""})`;
   drawBoard();
   if (game.over) setStatus(game.result.text, true);
-  else if (game.to_move === "human") setStatus(game.cells ? "Your move: click the board." : "Your move.", false);
+  else if (watching) setStatus(`Watching ${game.agent} play…`, false);
+  else if (game.to_move === "human") setStatus(yourMoveText(), false);
   else setStatus("The agent is thinking…", false);
+  renderScoreAndChance();
 
   // Legal moves the board cannot take (pass, swap), or all of them when there is no board.
   const moves = $("moves");
@@ -82,13 +107,21 @@ function render() {
       if (cellOf(m.action)) continue;
       const b = document.createElement("button");
       b.type = "button";
-      b.textContent = m.label;
+      const key = keyOf(m.action);
+      b.textContent = key && ARROWS[key] ? `${ARROWS[key]} ${m.label}` : m.label;
       b.dataset.action = m.action;
       b.addEventListener("click", () => send("POST", "/api/move", { action: m.action }, true));
       moves.append(b);
     }
   }
   $("undo").disabled = !game.can_undo;
+  $("new-human").textContent = onePlayer ? "New game" : "New game: you first";
+  $("new-agent").hidden = onePlayer;
+  $("agent-move").hidden = !onePlayer;
+  $("watch").hidden = !onePlayer;
+  $("agent-move").disabled = game.over || watching;
+  $("watch").disabled = game.over && !watching;
+  $("watch").textContent = watching ? "Stop watching" : "Watch the agent play";
 
   const reply = game.reply;
   const tbody = $("top").querySelector("tbody");
@@ -97,7 +130,7 @@ function render() {
     $("reply").textContent = `Played ${reply.label} (${(reply.seconds * 1000).toFixed(0)} ms).`;
     const v = reply.value;
     $("value").textContent = `Value estimate: ${v >= 0 ? "+" : ""}${v.toFixed(2)} ` +
-      "(for the agent: −1 loses, +1 wins)";
+      (onePlayer ? "(the return it expects from here)" : "(for the agent: −1 loses, +1 wins)");
     for (const t of reply.top) {
       const tr = document.createElement("tr");
       const name = document.createElement("td");
@@ -120,10 +153,32 @@ function render() {
   for (const h of game.history) {
     const li = document.createElement("li");
     li.className = h.by;
-    li.textContent = `${h.by === "human" ? "you" : "agent"}: ${h.label}`;
+    li.textContent = `${h.by === "human" ? "you" : "agent"}: ${h.label}` +
+      (h.chance ? `, then ${h.chance}` : "");
     history.append(li);
   }
   history.scrollTop = history.scrollHeight;
+}
+
+// The score of a one-player game; the chance as it fell: 2048's new tile, backgammon's dice.
+function renderScoreAndChance() {
+  const score = $("score");
+  score.hidden = game.score === null;
+  if (game.score !== null) {
+    const largest = game.tiles ? Math.max(...game.tiles.flat()) : null;
+    score.textContent = `Score: ${game.score}` + (largest ? ` · largest tile ${largest}` : "");
+  }
+  const chance = $("chance");
+  let text = "";
+  if (game.dice && !game.over) {
+    const whose = game.dice.player === "human" ? "yours" : "the agent's";
+    text = `Dice: ${game.dice.rolled.join("-")}, ${whose}` +
+      (game.dice.left.length ? ` (to play: ${game.dice.left.join(", ")})` : "");
+  } else if (game.tiles && game.chance) {
+    text = `New tile: ${game.chance.label}`;
+  }
+  chance.hidden = !text;
+  chance.textContent = text;
 }
 
 function drawBoard() {
@@ -144,6 +199,20 @@ function drawBoard() {
   svg.removeAttribute("height");
   // Mark the last move: a dot on a Go stone, a square frame around other games' cells (a ring
   // would read as a mark of its own, an O over an X). Then the winning line, if any.
+  for (const [text, x, y] of game.board_labels || []) {
+    const t = document.createElementNS(SVG_NS, "text");
+    for (const [k, v] of Object.entries({ x, y, "text-anchor": "middle", "dominant-baseline": "middle",
+      "font-size": 11, "font-family": "sans-serif", fill: "#6b7383", "pointer-events": "none" })) t.setAttribute(k, v);
+    t.setAttribute("class", "board-label");
+    t.textContent = text;
+    svg.append(t);
+  }
+  if (game.chance && game.chance.cell) { // the tile that just fell
+    const [x, y, r] = game.chance.cell;
+    const frame = square(x, y, r * 0.92, "#2f6fde", 3);
+    frame.id = "new-tile";
+    svg.append(frame);
+  }
   if (game.last_cell) {
     const [x, y, r] = game.last_cell;
     if (game.env.startsWith("go_")) svg.append(circle(x, y, r * 0.3, "#e0452f", "none", 0));
@@ -205,9 +274,39 @@ $("board").addEventListener("mousemove", (event) => {
   hover.setAttribute("visibility", "visible");
 });
 
+document.addEventListener("keydown", (event) => {
+  if (!game || game.over || game.to_move !== "human" || !game.keys || watching) return;
+  if (event.altKey || event.ctrlKey || event.metaKey) return;
+  const action = game.keys[event.key];
+  if (action === undefined) return;
+  event.preventDefault(); // an arrow key moves the tiles, not the page
+  send("POST", "/api/move", { action }, true); // the server refuses a move that changes nothing
+});
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Watch the agent play a one-player game: its moves one request at a time, until stopped.
+function toggleWatch() {
+  if (watching) { watching = false; render(); return watchLoop; }
+  watching = true;
+  render();
+  watchLoop = (async () => {
+    while (watching && game && !game.over) {
+      await send("POST", "/api/agent", {}, false);
+      if ($("error").textContent) break;
+      await sleep(WATCH_DELAY_MS);
+    }
+    watching = false;
+    render();
+  })();
+  return watchLoop;
+}
+
 $("undo").addEventListener("click", () => send("POST", "/api/undo"));
 $("new-human").addEventListener("click", () => send("POST", "/api/new", { human_first: true }, false));
 $("new-agent").addEventListener("click", () => send("POST", "/api/new", { human_first: false }, true));
+$("agent-move").addEventListener("click", () => send("POST", "/api/agent", {}, true));
+$("watch").addEventListener("click", () => { toggleWatch(); });
 
 // ---------------------------------------------------------------- autoplay (end-to-end test)
 
@@ -227,25 +326,55 @@ function clickCell([, x, y]) {
   target.dispatchEvent(new MouseEvent("click", { clientX: point.x, clientY: point.y, bubbles: true }));
 }
 
+// A board click where the move has a cell; else every other move by its arrow key (2048), the
+// rest by their buttons.
 async function play(action, summary) {
   const cells = cellOf(action);
+  const key = keyOf(action);
   if (cells) { clickCell(cells[0]); summary.board_clicks += 1; }
-  else { document.querySelector(`#moves button[data-action="${action}"]`).click(); summary.button_clicks += 1; }
+  else if (key && summary.human_moves % 2 === 1) {
+    document.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true, cancelable: true }));
+    summary.key_presses += 1;
+  } else { document.querySelector(`#moves button[data-action="${action}"]`).click(); summary.button_clicks += 1; }
   await pending;
 }
 
+const agentMoves = () => game.history.filter((h) => h.by === "agent").length;
+
+// The agent's moves in a one-player game: `clicks` by its button, then `watched` while watching.
+async function autoplayAgent(clicks, watched, summary) {
+  for (let i = 0; i < clicks && !game.over; i++) {
+    const before = agentMoves();
+    $("agent-move").click();
+    await pending;
+    if (agentMoves() !== before + 1) throw new Error(`the agent did not move: ${$("error").textContent}`);
+    summary.agent_moves += 1;
+  }
+  if (watched > 0 && !game.over) {
+    const start = agentMoves();
+    $("watch").click();
+    while (watching && agentMoves() - start < watched) await sleep(20);
+    const loop = watchLoop;
+    if (watching) $("watch").click(); // stop
+    await loop;
+    summary.watched = agentMoves() - start;
+  }
+}
+
 async function autoplay(params) {
-  const summary = { done: false, human_moves: 0, board_clicks: 0, button_clicks: 0, undone: false,
-    illegal_error: null, error: null };
+  const summary = { done: false, human_moves: 0, board_clicks: 0, button_clicks: 0, key_presses: 0,
+    undone: false, illegal_error: null, chance: [], agent_moves: 0, watched: 0, error: null };
   try {
     const limit = parseInt(params.get("autoplay"), 10) || 1000;
     const rand = mulberry32(parseInt(params.get("seed") || "0", 10));
     while (!game.over && game.to_move === "human" && summary.human_moves < limit) {
       const before = game.history.length;
-      const action = game.legal[Math.floor(rand() * game.legal.length)];
+      const choices = game.moves.map((m) => m.action); // the legal moves as offered
+      const action = choices[Math.floor(rand() * choices.length)];
       await play(action, summary);
       if (game.history.length <= before) throw new Error(`move ${action} was not played: ${$("error").textContent}`);
       summary.human_moves += 1;
+      summary.chance.push($("chance").textContent);
       if (params.get("illegal") === "1" && summary.illegal_error === null && !game.over && cellOf(action) &&
           !game.legal.includes(action)) {
         await play(action, summary); // the square just taken: the server must refuse it
@@ -259,12 +388,16 @@ async function autoplay(params) {
         if (!summary.undone) throw new Error("undo did not restore the position");
       }
     }
+    if (game.players === 1) {
+      await autoplayAgent(parseInt(params.get("agent") || "0", 10),
+        parseInt(params.get("watch") || "0", 10), summary);
+    }
     summary.done = true;
   } catch (err) {
     summary.error = String(err);
   }
   Object.assign(summary, { over: game.over, result: game.result, history: game.history,
-    status: $("status").textContent });
+    status: $("status").textContent, score: $("score").hidden ? null : $("score").textContent });
   $("autoplay-log").textContent = JSON.stringify(summary);
   document.body.dataset.autoplay = summary.done ? "done" : "error";
 }

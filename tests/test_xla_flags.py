@@ -1,5 +1,6 @@
-"""`turbozero.configure()` and `turbozero.xla_flags`: the small-loop option is added once, by an
-explicit call, merged, never over the user's; `import turbozero` changes nothing."""
+"""`turbozero.configure()` and `turbozero.xla_flags`: the small-loop option and the scheduler flag
+are added once, by an explicit call, merged, never over the user's; `import turbozero` changes
+nothing; a program that XLA's concurrency-optimized scheduler never finishes finishes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 
 from tests.subprocesses import pythonpath
 from turbozero import xla_flags
-from turbozero.xla_flags import SMALL_LOOP_BYTES, SMALL_LOOP_OPTION, with_small_loop_kernels
+from turbozero.xla_flags import (
+    SCHEDULER_FLAG,
+    SMALL_LOOP_BYTES,
+    SMALL_LOOP_OPTION,
+    with_small_loop_kernels,
+    with_turbozero_flags,
+)
 
 OPTION = f"{SMALL_LOOP_OPTION}={SMALL_LOOP_BYTES}"
 
@@ -43,8 +50,20 @@ def test_configure_changes_nothing_once_jax_has_started(monkeypatch):
     assert environ == {"XLA_FLAGS": "--x=1"}
     monkeypatch.setattr(xla_flags, "_jax_started", lambda: False)
     assert xla_flags.configure(environ)
-    assert environ["XLA_FLAGS"] == f"--x=1 --xla_backend_extra_options={OPTION}"
+    assert environ["XLA_FLAGS"] == f"--x=1 --xla_backend_extra_options={OPTION} {SCHEDULER_FLAG}"
     assert not xla_flags.configure(environ)  # already there
+
+
+def test_the_scheduler_flag_is_added_unless_the_user_chose_the_scheduler():
+    assert with_turbozero_flags("") == f"--xla_backend_extra_options={OPTION} {SCHEDULER_FLAG}"
+    for chosen in (
+        "--xla_cpu_enable_concurrency_optimized_scheduler=true",
+        "--xla_cpu_enable_concurrency_optimized_scheduler",
+    ):
+        assert with_turbozero_flags(chosen) == f"{chosen} --xla_backend_extra_options={OPTION}"
+    assert with_turbozero_flags("/etc/xla.flags") == "/etc/xla.flags"
+    named = "--xla_dump_to=/tmp/xla_cpu_enable_concurrency_optimized_scheduler_dump"
+    assert with_turbozero_flags(named).endswith(SCHEDULER_FLAG)
 
 
 def test_jax_counts_as_not_started_until_its_bridge_is_loaded(monkeypatch):
@@ -57,6 +76,41 @@ def test_the_suite_runs_with_the_option_as_users_do():
     if chosen is not None and SMALL_LOOP_OPTION in chosen:
         pytest.skip("the suite was started with a small-loop bound of its own")
     assert OPTION in os.environ.get("XLA_FLAGS", "")
+
+
+UNFINISHED_BY_THE_SCHEDULER = """
+import turbozero, jax
+{configure}
+from turbozero.ppo import make_ppo
+ppo = make_ppo(env="jumanji:Minesweeper-v0", action_head="multi_discrete", num_envs=32,
+               rollout_length=16, num_minibatches=8, normalize_observations=True)
+state = jax.jit(jax.vmap(ppo.init))(jax.random.split(jax.random.PRNGKey(0), 2))
+print(float(jax.block_until_ready(state.obs_stats.count)[0]))
+"""
+
+
+def test_configure_lets_a_program_finish_that_the_concurrency_optimized_scheduler_never_does():
+    """PPO's init (multi-discrete head, Minesweeper, two seeds under vmap, observation
+    normalisation) compiled with XLA's concurrency-optimized scheduler waits forever with every
+    thread idle; with `configure()`'s flags it finishes in seconds."""
+    pytest.importorskip("jumanji")
+    code = UNFINISHED_BY_THE_SCHEDULER.format(configure="turbozero.configure()")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**_clean_env(), "PYTHONPATH": pythonpath(), "JAX_PLATFORMS": "cpu"},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("PPO's init did not finish within 240 s with turbozero.configure()'s flags")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.split()[-1]) > 0
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
 
 
 SMALL_CALLS = """

@@ -3,8 +3,9 @@
 Two things only work before JAX starts its backends, so they are one explicit call that the CLI
 and the trainers make first, and that library users put at the top of their script:
 
-- XLA:CPU's whole-loop kernels for the search's small `while_loop`s (`xla_flags.configure`,
-  an option appended to the `XLA_FLAGS` environment variable);
+- XLA:CPU's whole-loop kernels for the search's small `while_loop`s, and XLA's plain scheduler
+  in place of the concurrency-optimized one, which leaves some programs waiting forever
+  (`xla_flags.configure`, two flags appended to the `XLA_FLAGS` environment variable);
 - joining the processes of a multi-host run (`jax.distributed.initialize`) when the
   `TURBOZERO_COORDINATOR` variables are set (docs/distributed.md).
 

@@ -22,6 +22,7 @@ def test_presets_cover_the_advertised_games():
         "animal_shogi",
         "hex",
         "2048",
+        "backgammon",
         "ppo_cartpole",
     ):
         assert required in names
@@ -261,3 +262,14 @@ def test_config_and_train_say_when_the_tree_cannot_hold_a_search(tmp_path, capsy
     assert capsys.readouterr().err == ""  # the preset's own tree holds its search
     cfg = get_preset("tic_tac_toe").make().with_overrides(["search.num_simulations=100"])
     assert cfg.search.capacity_warning() == err[0]
+
+
+def test_a_chance_game_needs_two_nodes_per_simulation(capsys):
+    from turbozero.cli import main
+
+    args = ["config", "2048", "--set", "search.num_simulations=32", "--set", "search.max_nodes=40"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "2 * search.num_simulations + 1 = 65" in err
+    assert main([*args, "--set", "search.chance=sampled"]) == 0
+    assert "holds fewer nodes" not in capsys.readouterr().err  # 40 >= 33 without chance nodes

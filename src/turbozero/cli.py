@@ -419,7 +419,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     config = get_preset(args.preset).make().with_overrides(args.set or [])
     print(config.to_json())
     search = getattr(config, "search", None)
-    warning = search.capacity_warning() if search is not None else None
+    warning = None
+    if search is not None:
+        from turbozero.envs.pgx import CHANCE_GAMES
+
+        chance_nodes = getattr(config, "env", None) in CHANCE_GAMES and search.chance == "nodes"
+        warning = search.capacity_warning(chance_nodes)
     if warning:
         print(warning, file=sys.stderr)
     return 0

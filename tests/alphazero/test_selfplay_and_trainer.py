@@ -96,6 +96,7 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("colection_steps_per_epoch=3", "collection_steps_per_epoch"),
         ("seed=-2147483649", "seed"),
         ("seed=99999999999999999999999", "seed"),
+        ("search.chance=expectimax", "search.chance"),
     ],
 )
 def test_config_errors_name_the_key_and_choices(override, key):
@@ -318,3 +319,22 @@ def test_a_one_player_game_refuses_opponents_it_would_ignore(tmp_path, setting):
         train(cfg, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
     TINY.with_overrides(["env=2048"]).check_new_run(1)  # "random", the default, is let be
+
+
+@pytest.mark.parametrize(("chance", "searched_chance"), [("nodes", True), ("sampled", False)])
+def test_search_chance_setting_picks_chance_nodes_or_one_sampled_outcome_per_edge(
+    chance, searched_chance
+):
+    cfg = AlphaZeroConfig(
+        env="2048",
+        num_games=2,
+        network=NetworkConfig(kind="mlp", hidden=(8,)),
+        search=SearchConfig(selector="muzero_puct", num_simulations=4, max_nodes=9, chance=chance),
+        memory_capacity=8,
+        train_batch_size=4,
+    )
+    az = make_alphazero(cfg)
+    assert az.env.chance is not None  # self-play and evaluation step the game itself
+    search = az.selfplay.search
+    assert (search.env.chance is not None) == searched_chance
+    assert search.reuse == searched_chance  # reuse through the chance node; none when sampled

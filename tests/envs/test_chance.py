@@ -331,3 +331,43 @@ def test_a_users_split_must_be_whole_and_the_game_not_deterministic():
         envs.from_functions(init_fn=init_fn, observe_fn=game.observe)
     with pytest.raises(ValueError, match="deterministic=True"):
         dataclasses.replace(game, deterministic=True)
+
+
+def test_2048_episode_stats_read_the_largest_tile_and_the_1024_and_2048_marks(play2048):
+    state, _ = play2048.init(jax.random.PRNGKey(0))
+    for exponents, tile, r1024, r2048 in (
+        ([0] * 16, 0.0, 0.0, 0.0),
+        ([1, 2] + [0] * 14, 4.0, 0.0, 0.0),
+        ([9, 10] + [0] * 14, 1024.0, 1.0, 0.0),
+        ([11, 3, 12] + [0] * 13, 4096.0, 1.0, 1.0),
+    ):
+        board = jnp.asarray(exponents, state._board.dtype)
+        stats = play2048.episode_stats(state.replace(_board=board))
+        assert float(stats["max_tile"]) == tile
+        assert float(stats["reached_1024"]) == r1024
+        assert float(stats["reached_2048"]) == r2048
+    assert envs.make("backgammon").episode_stats is None
+
+
+def test_play_match_reports_each_games_stats_from_its_last_state(play2048):
+    from turbozero.arena import play_match
+    from turbozero.arena.agents import random_agent
+
+    r = play_match(play2048, random_agent(play2048), None, jax.random.PRNGKey(1), num_games=8)
+    assert set(r.stats) == {"max_tile", "reached_1024", "reached_2048"}
+    tiles = r.stats["max_tile"]
+    assert tiles.shape == (8,) and np.all(tiles >= 4)
+    assert np.all(np.log2(tiles) == np.round(np.log2(tiles)))  # powers of two
+    # a game's score is the sum of its merges, and making the largest tile merged into it
+    assert np.all(r.returns[:, 0] >= tiles)
+    np.testing.assert_array_equal(r.stats["reached_1024"], (tiles >= 1024).astype(float))
+
+
+def test_without_chance_hides_the_split_and_marks_the_game_random(play2048):
+    from turbozero.envs.chance import without_chance
+
+    sampled = without_chance(play2048)
+    assert sampled.chance is None and not sampled.deterministic
+    assert sampled.step is play2048.step and sampled.episode_stats is play2048.episode_stats
+    tic = envs.make("tic_tac_toe")
+    assert without_chance(tic) is tic

@@ -41,6 +41,9 @@ class NetworkConfig(Config):
             check_range("network.hidden", h, low=1)
 
 
+CHANCE_MODES = ("nodes", "sampled")
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig(Config):
     """Tree search used by self-play (evaluation uses the same rule without root noise)."""
@@ -57,9 +60,11 @@ class SearchConfig(Config):
     gumbel_scale: float = 1.0
     discount: float = 1.0
     reuse: bool | None = None  # None: on for puct/muzero_puct on deterministic games
+    chance: str = "nodes"  # games with chance: "nodes" (expectimax) or "sampled" (one per edge)
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
+        check_choice("search.chance", self.chance, CHANCE_MODES)
         # (the searches hold num_simulations + 1 nodes where no max_nodes is given)
         check_range("search.num_simulations", self.num_simulations, low=1, high=MAX_NODES - 1)
         check_range("search.max_nodes", self.max_nodes, low=2, high=MAX_NODES)
@@ -72,15 +77,19 @@ class SearchConfig(Config):
         check_range("search.pb_c_base", self.pb_c_base, low=0, low_inclusive=False)
         check_range("search.gumbel_scale", self.gumbel_scale, low=0)
 
-    def capacity_warning(self) -> str | None:
+    def capacity_warning(self, chance_nodes: bool = False) -> str | None:
         """One line when a search cannot expand a node for every simulation (the tree fills and
-        the rest of the simulations re-walk known nodes: `full_events` in the metrics)."""
-        if self.max_nodes >= self.num_simulations + 1:
+        the rest of the simulations re-walk known nodes: `full_events` in the metrics).
+        `chance_nodes`: the game is searched with chance nodes, two nodes per expansion."""
+        needed = self.num_simulations * (2 if chance_nodes else 1) + 1
+        if self.max_nodes >= needed:
             return None
+        per = "2 * search.num_simulations + 1" if chance_nodes else "search.num_simulations + 1"
         return (
             f"warning: search.max_nodes={self.max_nodes} holds fewer nodes than "
-            f"search.num_simulations + 1 = {self.num_simulations + 1}: each search fills its "
-            f"tree; set search.max_nodes={self.num_simulations + 1} or more"
+            f"{per} = {needed}"
+            + (" (a chance node and its outcome per expansion)" if chance_nodes else "")
+            + f": each search fills its tree; set search.max_nodes={needed} or more"
         )
 
 
@@ -116,7 +125,7 @@ class AlphaZeroConfig(Config):
     eval_every: int = 1
     eval_games: int = 64
     eval_simulations: int = 0  # 0: the self-play simulation count
-    eval_opponents: tuple[str, ...] = ("random",)
+    eval_opponents: tuple[str, ...] = ("random",)  # random, perfect, mcts:N, best, network
     eval_accuracy: bool = False  # move accuracy vs a solver: tic_tac_toe, connect_four
     eval_accuracy_positions: int = 1000  # Connect Four's labelled set (tic-tac-toe: all 4,520)
     eval_record_games: int = 2  # games per opponent drawn in RUN/games/latest.html (0: none)
@@ -182,7 +191,8 @@ class AlphaZeroConfig(Config):
         from turbozero.arena.opponents import parse_opponent
 
         for opp in self.eval_opponents:
-            if opp != "best":  # (the best network so far: not a fixed opponent)
+            # ("best": the best network so far; "network": the current one without search)
+            if opp not in ("best", "network"):
                 parse_opponent(opp, what="eval_opponents entry")
         from turbozero.arena.accuracy import SOLVED_GAMES
         from turbozero.arena.perfect import PERFECT_GAMES
@@ -329,7 +339,8 @@ def othello() -> AlphaZeroConfig:
 
 @register_preset(
     "2048",
-    "2048 (one player), MLP, muzero_puct with min-max normalised Q; chance sampled by the env",
+    "2048 (one player), MLP, muzero_puct with min-max normalised Q, chance nodes for the new "
+    "tiles (search.chance=sampled: one tile drawn per edge instead); reports the largest tile",
     algorithm="alphazero",
 )
 def game_2048() -> AlphaZeroConfig:
@@ -338,16 +349,44 @@ def game_2048() -> AlphaZeroConfig:
         num_games=64,
         network=NetworkConfig(kind="mlp", hidden=(256, 256)),
         search=SearchConfig(
-            selector="muzero_puct", num_simulations=32, max_nodes=64, discount=0.99
+            selector="muzero_puct", num_simulations=32, max_nodes=65, discount=0.99
         ),
         temperature_moves=1000,
         max_episode_steps=2000,
         memory_capacity=512,
         truncation="bootstrap",
         value_scale=100.0,
-        num_epochs=100,
-        eval_every=5,
+        num_epochs=10_000,
+        max_wall_seconds=1200.0,
+        eval_every=25,
         eval_opponents=(),
+    )
+
+
+@register_preset(
+    "backgammon",
+    "Backgammon (two players), MLP, muzero_puct with chance nodes for the dice (36 ordered "
+    "rolls), 16 simulations; evaluated against random and its own network without search",
+    algorithm="alphazero",
+)
+def backgammon() -> AlphaZeroConfig:
+    return AlphaZeroConfig(
+        env="backgammon",
+        num_games=64,
+        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
+        search=SearchConfig(selector="muzero_puct", num_simulations=16, max_nodes=33),
+        temperature_moves=20,
+        max_episode_steps=1000,
+        memory_capacity=256,
+        value_scale=3.0,  # a gammon scores 2, a backgammon 3
+        train_batch_size=512,
+        collection_steps_per_epoch=32,
+        train_steps_per_epoch=32,
+        num_epochs=1000,
+        max_wall_seconds=1200.0,
+        eval_every=10,
+        eval_games=64,
+        eval_opponents=("random", "network"),
     )
 
 

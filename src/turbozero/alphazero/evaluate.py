@@ -3,6 +3,10 @@ pool of past networks, move accuracy against a solver, and game records of the l
 One-player games report the searched agent's mean return (`eval/return`) and the network's
 alone, its most likely legal move at each step (`eval/network/return`): a search that steps the
 game's true state may see what the player cannot (Minesweeper's mines), the network does not.
+Two-player games with "network" among `eval_opponents` also play the searched agent against its
+own network without search (`eval/network/win`, `draw`, `loss`). Games with `env.episode_stats`
+also report each figure of the searched agent's games, its mean
+over games (`eval/<name>`) and its largest (`eval/<name>/max`): 2048's tiles.
 
 The tester state (best parameters, Elo pool and its games) is saved in checkpoints so a resumed
 run evaluates exactly as an uninterrupted one.
@@ -49,7 +53,9 @@ class Evaluator:
         self.sims = cfg.eval_simulations or cfg.search.num_simulations
         self._agent = self._make(None, "current")
         self.opponents: dict[str, Agent] = {
-            opp: make_opponent(env, opp) for opp in cfg.eval_opponents if opp != "best"
+            opp: make_opponent(env, opp)
+            for opp in cfg.eval_opponents
+            if opp not in ("best", "network")
         }
         self.positions = (
             positions_for(env.name, num_positions=cfg.eval_accuracy_positions)
@@ -64,13 +70,13 @@ class Evaluator:
         self.pool: list[tuple[str, Params]] = []
 
     def _make(self, params: Params, name: str) -> Agent:
+        search = self.az.selfplay.search  # its game: chance split hidden when "sampled"
         return alphazero_agent(
-            self.az.env,
+            search.env,
             self.az.eval_fn,
             params,
             num_simulations=self.sims,
-            max_nodes=self.sims + 1,
-            selector=self.az.selfplay.search.selector,
+            selector=search.selector,
             name=name,
         )
 
@@ -109,6 +115,9 @@ class Evaluator:
             r = self._match(current, None, key, cfg.eval_games)
             out["eval/return"] = float(r.mean_return_a)
             out["eval/score"] = float(r.mean_return_a)
+            for name, values in r.stats.items():
+                out[f"eval/{name}"] = float(values.mean())
+                out[f"eval/{name}/max"] = float(values.max())
             records["solo"] = r
             network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
             r = self._match(network, None, jax.random.fold_in(key, 1), cfg.eval_games)
@@ -129,6 +138,13 @@ class Evaluator:
                 acc = move_accuracy(env, current, self.positions, jax.random.fold_in(key, 3000))
                 out["eval/accuracy/result"] = acc.result
                 out["eval/accuracy/best"] = acc.best
+            if "network" in cfg.eval_opponents:  # the search's gain over its own network
+                network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
+                r = self._match(current, network, jax.random.fold_in(key, 500), cfg.eval_games)
+                out["eval/network/win"] = r.wins / r.num_games
+                out["eval/network/draw"] = r.draws / r.num_games
+                out["eval/network/loss"] = r.losses / r.num_games
+                records["network"] = r
             vs_best = None
             if "best" in cfg.eval_opponents and self.best_params is not None:
                 best = self.agent(self.best_params, "best")

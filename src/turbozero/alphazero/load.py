@@ -149,11 +149,10 @@ def load_agent(
         ck.close()
     sims = int(num_simulations or cfg.eval_simulations or cfg.search.num_simulations)
     agent = alphazero_agent(
-        az.env,
+        az.selfplay.search.env,  # the game as the run searched it (search.chance)
         az.eval_fn,
         params,
         num_simulations=sims,
-        max_nodes=sims + 1,
         selector=make_selector(cfg.search),
         temperature=temperature,
         name=f"{rd.path.name}@{meta.get('epoch', meta.get('step'))}",

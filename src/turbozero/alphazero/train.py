@@ -239,8 +239,9 @@ class _AlphaZeroRun:
 
     def start(self, run: Run) -> None:
         cfg = self.config
-        if cfg.search.capacity_warning():
-            run.log.info(cfg.search.capacity_warning() or "")
+        warning = cfg.search.capacity_warning(self.az.selfplay.search.env.chance is not None)
+        if warning:
+            run.log.info(warning)
         self.best = run.checkpointer(run.dir.path / "best", keep=1)
         self.initial = self.sharder.jit_init(self.az.init)(jax.random.PRNGKey(cfg.seed))
         jit_step, shape = self.sharder.jit_step, self.state_shape

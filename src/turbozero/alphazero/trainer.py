@@ -24,6 +24,7 @@ from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
 from turbozero.alphazero.sharding import AXIS
 from turbozero.config import ConfigError
 from turbozero.envs.boards import BOARDS
+from turbozero.envs.chance import without_chance
 from turbozero.envs.core import Env
 from turbozero.memory import make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
@@ -152,7 +153,7 @@ def make_alphazero(
         return logits, value * cfg.value_scale
 
     search = make_search(
-        env,
+        env if cfg.search.chance == "nodes" else without_chance(env),
         eval_fn,
         selector=selector if selector is not None else make_selector(cfg.search),
         num_simulations=cfg.search.num_simulations,

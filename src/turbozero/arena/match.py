@@ -94,6 +94,8 @@ class MatchResult:
             `[T, G, D]` float actions (0 once the game is over).
         game_keys: `[G, 2]` uint32 per-game keys from which `records.replay_game` rebuilds the
             environment's randomness.
+        stats: `env.episode_stats` of each game's last state, `{name: [G] float}`; empty when
+            the environment has none.
     """
 
     name_a: str
@@ -118,6 +120,7 @@ class MatchResult:
     lengths: np.ndarray
     actions: np.ndarray | None
     game_keys: np.ndarray
+    stats: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def illegal_moves(self) -> int:
@@ -270,6 +273,8 @@ def _match_program(
         out = {k: c[k] for k in ("returns", "lengths", "illegal_a", "illegal_b", "truncated")}
         out["truncated"] = out["truncated"] | ~c["done"]
         out.update(player_a=player_a, a_first=a_first, game_keys=game_keys)
+        if env.episode_stats is not None:
+            out["stats"] = jax.vmap(env.episode_stats)(c["state"])
         if T is not None:
             out["actions"] = c["actions"]
         return out
@@ -397,4 +402,5 @@ def _summarise(out: dict[str, Any], agent_a: Agent, agent_b: Agent | None, G: in
         lengths=lengths,
         actions=np.asarray(out["actions"]) if "actions" in out else None,
         game_keys=np.asarray(out["game_keys"]),
+        stats={k: np.asarray(v, np.float64) for k, v in out.get("stats", {}).items()},
     )

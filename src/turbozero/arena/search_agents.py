@@ -33,6 +33,12 @@ class SearchPolicy:
         return AgentOutput(action=out.action, weights=out.action_weights, value=out.root_value)
 
 
+def nodes_for(env: Env, num_simulations: int) -> int:
+    """The nodes a search of `num_simulations` can fill: one per simulation and the root, two
+    per simulation where the game has chance nodes (a chance node and its outcome's state)."""
+    return num_simulations * (2 if env.chance is not None else 1) + 1
+
+
 def alphazero_agent(
     env: Env,
     eval_fn: EvalFn,
@@ -45,7 +51,10 @@ def alphazero_agent(
     root_noise: bool = False,
     name: str = "alphazero",
 ) -> Agent:
-    """Network + search; temperature 0 plays the search's best move; no root noise unless asked."""
+    """Network + search; temperature 0 plays the search's best move; no root noise unless asked.
+
+    `max_nodes` None holds a node per simulation and the root, two per simulation in games with
+    chance (`env.chance`), where an expansion may add a chance node and its outcome's state."""
     temperature = check_number("temperature", temperature, low=0.0)
     num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
     if max_nodes is not None:
@@ -58,7 +67,7 @@ def alphazero_agent(
         eval_fn,
         selector=selector,
         num_simulations=num_simulations,
-        max_nodes=num_simulations + 1 if max_nodes is None else max_nodes,
+        max_nodes=nodes_for(env, num_simulations) if max_nodes is None else max_nodes,
         reuse=False,
     )
     return make_agent(SearchPolicy(search, temperature), params, name=name)
@@ -114,7 +123,7 @@ def rollout_mcts_agent(
         state_eval_fn=rollout_value_fn(env),
         selector=puct(c_puct=c_puct, dirichlet_fraction=0.0),
         num_simulations=num_simulations,
-        max_nodes=num_simulations + 1,
+        max_nodes=nodes_for(env, num_simulations),
         reuse=False,
     )
     return make_agent(SearchPolicy(search, 0.0), None, name=name or f"mcts:{num_simulations}")

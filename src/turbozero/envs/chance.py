@@ -64,6 +64,17 @@ class Chance(NamedTuple):
     sample_outcome: SampleOutcomeFn
 
 
+def without_chance(env: Env) -> Env:
+    """`env` with its chance split hidden: searches then step it as any game whose `step` draws
+    its own randomness, one sampled outcome per edge and no subtree reuse (the search setting
+    `chance="sampled"`, the baseline that chance nodes are measured against)."""
+    import dataclasses
+
+    if env.chance is None:
+        return env
+    return dataclasses.replace(env, chance=None, deterministic=False)
+
+
 def has_chance_event(probabilities: Array) -> Array:
     """`[...]` bool from `[..., C]` probabilities: whether an afterstate has a chance event
     (False when all the mass is on outcome 0: then `resolve(afterstate, 0)` is the next state)."""

@@ -56,6 +56,11 @@ class Env:
             ``jnp.ravel_multi_index(components, action_components)``, and
             ``num_actions == prod(action_components)``. None for a plain discrete or a continuous
             space.
+        episode_stats: optional `episode_stats(state) -> {name: [] float32}`, figures of a
+            game's last state that evaluation reports beside the return (2048's largest tile,
+            whether it reached 1024 and 2048): `play_match` computes them for every game, and
+            the AlphaZero evaluation logs each one's mean over games as `eval/<name>` and its
+            largest as `eval/<name>/max`.
     """
 
     name: str
@@ -74,6 +79,7 @@ class Env:
     action_low: Any = None
     action_high: Any = None
     action_components: tuple[int, ...] | None = None
+    episode_stats: Callable[[PyTree], dict[str, Array]] | None = None
 
     @property
     def continuous(self) -> bool:

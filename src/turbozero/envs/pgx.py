@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
@@ -130,6 +131,15 @@ def pgx_chance(env: pgx.Env) -> Chance | None:
     return split_pgx_step(env, CHANCE_RULES[str(env.id)])
 
 
+def pgx_episode_stats(env: pgx.Env) -> Callable[[pgx.State], dict[str, Array]] | None:
+    """`Env.episode_stats` of the pgx games that have figures beyond the return (2048's tiles)."""
+    if str(env.id) != "2048":
+        return None
+    from turbozero.envs.pgx_chance import stats_2048
+
+    return stats_2048
+
+
 def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
     """Wrap a `pgx.Env` in the contract."""
     env_id = name or str(env.id)
@@ -166,6 +176,7 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
         chance=pgx_chance(env),
         render_svg=render_svg,
         raw=env,
+        episode_stats=pgx_episode_stats(env),
     )
 
 

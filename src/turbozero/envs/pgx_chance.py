@@ -89,6 +89,17 @@ def sample_2048(state: p2048.State, key: PRNGKey) -> Array:
     return (16 * (tile - 1) + cell).astype(jnp.int32)
 
 
+def stats_2048(state: p2048.State) -> dict[str, Array]:
+    """A game's figures (`Env.episode_stats`): its largest tile, and whether it reached the
+    1024 and 2048 tiles (1.0 or 0.0). pgx's board holds each tile's log2 (0 for empty)."""
+    top = jnp.max(state._board)
+    return {
+        "max_tile": jnp.where(top > 0, 2.0**top, 0.0).astype(jnp.float32),
+        "reached_1024": (top >= 10).astype(jnp.float32),
+        "reached_2048": (top >= 11).astype(jnp.float32),
+    }
+
+
 def decide_backgammon(state: bg.State, action: Array) -> tuple[bg.State, Array]:
     """The checker moved (or the turn passed on); the dice are rolled when the turn ends (no
     die left to play, or the no-op) unless the move bore off the last checker."""

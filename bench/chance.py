@@ -1,0 +1,188 @@
+"""Games with chance: a preset trained for a fixed CPU budget, then its agent measured.
+
+2048 (`--game 2048`): the run's latest network plays `--games` games four ways, each game with
+the same keys: the search with chance nodes (the preset's setting), the same search budget with
+chance sampled inside the tree (`search.chance=sampled`: one outcome per edge, the baseline), the
+network's most likely legal move (no search), and uniformly random legal moves. Per agent:
+`score` (mean return) with its 95% interval `score_low`/`score_high` (normal approximation over
+games), `max_tile` (mean of each game's largest tile) and `largest_tile`, `reached_1024` and
+`reached_2048` (shares of games), `length`. Then `nodes_minus_sampled` with its 95% interval
+(Welch's normal approximation) and `trained_vs_random`, the chance-node agent's mean score over
+the random policy's (the issue's bar: 10).
+
+Backgammon (`--game backgammon`): the latest network with its search plays `--games` games
+against the random player and against the network alone (sides swapped every other game):
+`win_vs_random` with its Wilson 95% interval, `win_vs_network` likewise (the issue's bar: 0.9
+against random after at most an hour of training).
+
+Every row also has `epochs`, `env_steps`, `minutes` (training wall-clock, compilation excluded),
+`simulations`, `games`, `seed`.
+
+    python bench/chance.py [--game 2048] [--game backgammon] [--budget SECONDS] [--games 128]
+        [--seed 0] [--set KEY=VALUE ...] [--keep DIR] [--run DIR]
+
+Default: both games at their presets' own `max_wall_seconds`. `--run DIR` measures an existing
+run directory of one game instead of training (give `--game` with it). Run it alone: it uses
+every core.
+"""
+
+from __future__ import annotations
+
+import turbozero
+
+turbozero.configure()  # before any JAX computation
+
+import argparse
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit, machine
+from turbozero.arena import network_agent, play_match, random_agent
+from turbozero.arena.search_agents import alphazero_agent
+from turbozero.config import get_preset
+from turbozero.envs.chance import without_chance
+
+GAMES = ("2048", "backgammon")
+PRESETS = {"2048": "2048", "backgammon": "backgammon"}
+Z95 = 1.959964
+
+
+def mean_interval(values: np.ndarray) -> tuple[float, float, float]:
+    """Mean and its 95% normal-approximation interval."""
+    m = float(values.mean())
+    half = Z95 * float(values.std(ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return m, m - half, m + half
+
+
+def train_or_load(game: str, args: argparse.Namespace, out: Path) -> tuple[Any, dict[str, Any]]:
+    """The run's loaded agent (training it first unless `--run`), and its training figures."""
+    import json
+
+    from turbozero.alphazero.train import train
+    from turbozero.io.rundir import RunDir
+
+    if args.run is None:
+        preset = PRESETS[game]
+        config = get_preset(preset).make().with_overrides([*args.set, f"seed={args.seed}"])
+        if args.budget is not None:
+            config = config.with_overrides([f"max_wall_seconds={args.budget}"])
+        summary = train(config, out, preset=preset, progress=False)
+        path = out
+    else:
+        path = args.run
+        summary = json.loads(RunDir(path).summary_path.read_text())
+    loaded = turbozero.load_agent(path, which="latest")
+    figures = {
+        "epochs": summary.get("epochs"),
+        "env_steps": summary.get("env_steps"),
+        "minutes": round(float(summary.get("wall_seconds", 0.0)) / 60, 2),
+    }
+    return loaded, figures
+
+
+def measure_2048(loaded: Any, games: int, seed: int) -> dict[str, Any]:
+    env, cfg = loaded.env, loaded.config
+    sims = cfg.eval_simulations or cfg.search.num_simulations
+    selector = loaded.agent.policy_fn.search.selector
+    agents = {
+        "nodes": alphazero_agent(
+            env, loaded.az.eval_fn, loaded.params, num_simulations=sims, selector=selector
+        ),
+        "sampled": alphazero_agent(
+            without_chance(env),
+            loaded.az.eval_fn,
+            loaded.params,
+            num_simulations=sims,
+            selector=selector,
+        ),
+        "network": network_agent(env, loaded.az.eval_fn, loaded.params, name="network"),
+        "random": random_agent(env),
+    }
+    key = jax.random.PRNGKey(20_000 + seed)
+    row: dict[str, Any] = {"simulations": sims}
+    scores = {}
+    for name, agent in agents.items():
+        r = play_match(env, agent, None, key, num_games=games, max_steps=cfg.max_episode_steps)
+        scores[name] = r.returns[:, 0].astype(np.float64)
+        mean, low, high = mean_interval(scores[name])
+        row[name] = {
+            "score": round(mean, 1),
+            "score_low": round(low, 1),
+            "score_high": round(high, 1),
+            "max_tile": round(float(r.stats["max_tile"].mean()), 1),
+            "largest_tile": int(r.stats["max_tile"].max()),
+            "reached_1024": round(float(r.stats["reached_1024"].mean()), 4),
+            "reached_2048": round(float(r.stats["reached_2048"].mean()), 4),
+            "length": round(r.mean_length, 1),
+            "truncated": r.num_truncated,
+        }
+    a, b = scores["nodes"], scores["sampled"]
+    diff = float(a.mean() - b.mean())
+    half = Z95 * math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    row["nodes_minus_sampled"] = round(diff, 1)
+    row["nodes_minus_sampled_low"] = round(diff - half, 1)
+    row["nodes_minus_sampled_high"] = round(diff + half, 1)
+    row["trained_vs_random"] = round(float(a.mean()) / max(float(scores["random"].mean()), 1e-9), 2)
+    return row
+
+
+def measure_backgammon(loaded: Any, games: int, seed: int) -> dict[str, Any]:
+    env, cfg = loaded.env, loaded.config
+    games += games % 2  # sides swap every other game
+    network = network_agent(env, loaded.az.eval_fn, loaded.params, name="network")
+    row: dict[str, Any] = {"simulations": cfg.eval_simulations or cfg.search.num_simulations}
+    for i, (name, opponent) in enumerate((("random", random_agent(env)), ("network", network))):
+        key = jax.random.PRNGKey(30_000 + 10 * seed + i)
+        r = play_match(env, loaded.agent, opponent, key, num_games=games, max_steps=None)
+        row[f"win_vs_{name}"] = round(r.wins / r.num_games, 4)
+        row[f"win_vs_{name}_low"] = round(r.score_low, 4) if r.draws == 0 else None
+        row[f"win_vs_{name}_high"] = round(r.score_high, 4) if r.draws == 0 else None
+        row[f"score_vs_{name}"] = round(r.score, 4)
+        row[f"length_vs_{name}"] = round(r.mean_length, 1)
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--game", action="append", choices=GAMES, help="(repeatable)")
+    parser.add_argument("--budget", type=float, help="seconds of training (default: preset's)")
+    parser.add_argument("--games", type=int, default=128, help="evaluation games per agent")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="config override")
+    parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    parser.add_argument("--run", type=Path, help="measure this run directory (no training)")
+    args = parser.parse_args(argv)
+    if (args.budget is not None and args.budget <= 0) or args.games < 2:
+        parser.error("--budget must be > 0 and --games >= 2")
+    games = args.game or list(GAMES)
+    if args.run is not None and len(games) != 1:
+        parser.error("--run measures one run: give the game it is of with --game")
+    emit({"machine": machine(), "games": games, "budget_seconds": args.budget})
+    with tempfile.TemporaryDirectory() as tmp:
+        where = args.keep or Path(tmp)
+        for game in games:
+            loaded, figures = train_or_load(game, args, where / f"{game}{args.seed}")
+            measure = measure_2048 if game == "2048" else measure_backgammon
+            row = measure(loaded, args.games, args.seed)
+            emit(
+                {
+                    "game": game,
+                    **row,
+                    **figures,
+                    "games": args.games,
+                    "seed": args.seed,
+                    "overrides": args.set,
+                    "run": str(args.run or ""),
+                }
+            )
+
+
+if __name__ == "__main__":
+    main()

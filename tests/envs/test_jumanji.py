@@ -177,3 +177,27 @@ def test_bad_reward_fns_are_refused_when_the_adapter_is_built(reward_fn, error):
 def test_reward_fn_is_refused_for_games_that_are_not_jumanjis():
     with pytest.raises(ValueError, match="reward_fn is an option of jumanji's games"):
         envs.make("2048", reward_fn="uncovered_share")
+
+
+def test_one_hot_turns_small_integer_fields_into_flags_and_keeps_the_others():
+    plain = envs.make("jumanji:Minesweeper-v0")
+    flags = envs.make("jumanji:Minesweeper-v0", one_hot=True)
+    assert plain.observation_shape == (102,)  # board 10 x 10, num_mines, step_count
+    assert flags.observation_shape == (1002,)  # the board's 10 values (-1 to 8) as flags
+    key = jax.random.PRNGKey(4)
+    s_plain, _ = plain.init(key)
+    s_flags, _ = flags.init(key)
+    for action in (0, 37, 99):
+        s_plain, _ = plain.step(s_plain, jnp.int32(action), key)
+        s_flags, _ = flags.step(s_flags, jnp.int32(action), key)
+    board = np.asarray(plain.observe(s_plain))[:100].astype(int)
+    cells = np.asarray(flags.observe(s_flags))[:1000].reshape(100, 10)
+    np.testing.assert_array_equal(cells, np.eye(10)[board + 1])  # one flag, at value - (-1)
+    np.testing.assert_array_equal(  # num_mines (0 to 99: too many values) stays a number
+        np.asarray(flags.observe(s_flags))[1000:], np.asarray(plain.observe(s_plain))[100:]
+    )
+
+
+def test_one_hot_is_refused_for_games_that_are_not_jumanjis():
+    with pytest.raises(ValueError, match="one_hot is an option of jumanji"):
+        envs.make("gymnax:CartPole-v1", one_hot=True)

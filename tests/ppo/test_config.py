@@ -98,3 +98,10 @@ def test_the_new_settings_round_trip_and_an_old_run_config_gets_the_defaults():
         if k not in ("dpo_alpha", "dpo_beta", "action_head")
     }
     assert PPOConfig.from_dict(old) == PPOConfig()
+
+
+def test_one_hot_observations_are_refused_outside_jumanji_and_reach_the_environment():
+    with pytest.raises(ConfigError, match="one_hot_observations"):
+        PPOConfig(env="gymnax:CartPole-v1", one_hot_observations=True)
+    ppo = make_ppo(PPOConfig(env="jumanji:Minesweeper-v0", one_hot_observations=True))
+    assert ppo.env.observation_shape == (1002,)

@@ -180,7 +180,40 @@ def _split_observation(obs: PyTree) -> tuple[list[Array], Array | None]:
     return leaves, mask
 
 
-def make_jumanji(name: str, *, reward_fn: RewardFn | str | None = None) -> Env:
+#: the most values an integer observation field may take to be one-hot encoded (`one_hot=True`)
+ONE_HOT_MAX_VALUES = 32
+
+
+def _one_hot_ranges(observation_spec: Any, observation: PyTree) -> list[tuple[int, int] | None]:
+    """Per non-mask observation leaf (in `_split_observation`'s order), `(minimum, size)` when
+    its spec is an integer `BoundedArray` with one bound for all its entries and at most
+    `ONE_HOT_MAX_VALUES` values; None for the others (kept as numbers)."""
+    ranges: list[tuple[int, int] | None] = []
+    for path, leaf in jax.tree_util.tree_leaves_with_path(observation):
+        names = [getattr(p, "name", None) or getattr(p, "key", None) for p in path]
+        if names and names[-1] == "action_mask":
+            continue
+        spec = observation_spec
+        for n in names:
+            spec = getattr(spec, str(n), None)
+        low, high = getattr(spec, "minimum", None), getattr(spec, "maximum", None)
+        if (
+            low is None
+            or high is None
+            or not jnp.issubdtype(leaf.dtype, jnp.integer)
+            or np.size(low) != 1
+            or np.size(high) != 1
+            or not 2 <= int(high) - int(low) + 1 <= ONE_HOT_MAX_VALUES
+        ):
+            ranges.append(None)
+        else:
+            ranges.append((int(low), int(high) - int(low) + 1))
+    return ranges
+
+
+def make_jumanji(
+    name: str, *, reward_fn: RewardFn | str | None = None, one_hot: bool = False
+) -> Env:
     """A jumanji environment by its registered id (``"Snake-v1"``, ``"Minesweeper-v0"``, ...).
 
     Args:
@@ -190,6 +223,10 @@ def make_jumanji(name: str, *, reward_fn: RewardFn | str | None = None) -> Env:
             (jumanji's `RewardFn`, given the state before the move), of jumanji's states and its
             action (Minesweeper's ``[row, col]``), returning a scalar; or its name in `REWARDS`
             (``"uncovered_share"``) or ``"package.module:function"``. None: jumanji's reward.
+        one_hot: encode each integer observation field whose spec bounds it to at most
+            `ONE_HOT_MAX_VALUES` values as one-hot flags, one per value (Minesweeper's board,
+            -1 to 8, becomes 10 flags per cell), as jumanji's own networks for such boards do;
+            other fields stay numbers. A linear layer then reads "this cell shows a 0" directly.
 
     Returns:
         A one-player `Env` named ``"jumanji:<name>"`` whose states are `JumanjiState` and whose
@@ -254,9 +291,20 @@ def make_jumanji(name: str, *, reward_fn: RewardFn | str | None = None) -> Env:
         )
     env_action_shape = tuple(int(d) for d in spec.shape)
 
+    ranges: list[tuple[int, int] | None] = []
+    if one_hot:
+        example = jax.eval_shape(lambda k: env.reset(k)[1].observation, jax.random.PRNGKey(0))
+        ranges = _one_hot_ranges(env.observation_spec, example)
+
+    def _encode(x: Array, index: int) -> Array:
+        if index < len(ranges) and ranges[index] is not None:
+            low, size = ranges[index]  # type: ignore[misc]
+            return jnp.ravel(jax.nn.one_hot(jnp.asarray(x, jnp.int32) - low, size))
+        return jnp.ravel(jnp.asarray(x, jnp.float32))
+
     def _flatten(obs: PyTree) -> tuple[Array, Array]:
         leaves, mask = _split_observation(obs)
-        flat = jnp.concatenate([jnp.ravel(jnp.asarray(x, jnp.float32)) for x in leaves])
+        flat = jnp.concatenate([_encode(x, i) for i, x in enumerate(leaves)])
         if mask is None or action_shape is not None:
             return flat, jnp.ones((num_actions,), jnp.bool_)
         mask = jnp.asarray(mask, jnp.bool_)

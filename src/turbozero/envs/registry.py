@@ -13,7 +13,9 @@ GAMES: dict[str, str] = dict(PGX_GAMES)
 PREFIXES = ("gymnax", "jumanji", "pgx")
 
 
-def make(env_id: str, *, reward_fn: Callable[..., Any] | str | None = None) -> Env:
+def make(
+    env_id: str, *, reward_fn: Callable[..., Any] | str | None = None, one_hot: bool = False
+) -> Env:
     """Build an environment by id.
 
     pgx games by their ids (``"connect_four"``); other libraries by prefix
@@ -23,10 +25,12 @@ def make(env_id: str, *, reward_fn: Callable[..., Any] | str | None = None) -> E
         env_id: the id.
         reward_fn: jumanji games only: replaces the environment's reward
             (`turbozero.envs.jumanji.make_jumanji`); None keeps it.
+        one_hot: jumanji games only: small-range integer observation fields as one-hot flags
+            (`make_jumanji`); pgx's observations are flag planes already.
 
     Raises:
         ValueError: for an unknown id (listing close matches), an unsupported game, or a
-            `reward_fn` for a game that is not jumanji's.
+            `reward_fn` or `one_hot` for a game that is not jumanji's.
     """
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env id must be a non-empty string, got {env_id!r}")
@@ -34,6 +38,10 @@ def make(env_id: str, *, reward_fn: Callable[..., Any] | str | None = None) -> E
         raise ValueError(
             f"reward_fn is an option of jumanji's games ('jumanji:...'), not of {env_id!r}; "
             f"a game of your own computes its reward in its step_fn (envs.from_functions)"
+        )
+    if one_hot and not env_id.startswith("jumanji:"):
+        raise ValueError(
+            f"one_hot is an option of jumanji's games ('jumanji:...'), not of {env_id!r}"
         )
     if ":" in env_id:
         prefix, rest = env_id.split(":", 1)
@@ -46,7 +54,7 @@ def make(env_id: str, *, reward_fn: Callable[..., Any] | str | None = None) -> E
         if prefix == "jumanji":
             from turbozero.envs.jumanji import make_jumanji
 
-            return make_jumanji(rest, reward_fn=reward_fn)
+            return make_jumanji(rest, reward_fn=reward_fn, one_hot=one_hot)
         raise ValueError(
             f"unknown environment library prefix {prefix!r} in {env_id!r}; known: {list(PREFIXES)}"
         )

@@ -31,6 +31,7 @@ class PPOConfig(Config):
     """Hyperparameters of PPO (see the field comments; ranges are checked in `validate`)."""
 
     env: str = "gymnax:CartPole-v1"  # environment id for `turbozero.envs.make`
+    one_hot_observations: bool = False  # jumanji: small integer fields as one-hot flags
     seed: int = 0
     num_seeds: int = 1  # independent agents trained in parallel (vmap) by `train_ppo`
     # Scale.
@@ -88,6 +89,11 @@ class PPOConfig(Config):
     def validate(self) -> None:
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"env must be a non-empty environment id, got {self.env!r}")
+        if self.one_hot_observations and not self.env.startswith("jumanji:"):
+            raise ConfigError(
+                f"one_hot_observations is for jumanji's environments ('jumanji:...'), not "
+                f"{self.env!r}"
+            )
         check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_seeds", self.num_seeds, low=1)
         for name in (

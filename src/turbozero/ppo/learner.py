@@ -995,7 +995,7 @@ def validate_ppo_args(
     if env is None:
         from turbozero.envs import make
 
-        env = make(config.env)
+        env = make(config.env, one_hot=config.one_hot_observations)
     if env.num_players != 1:
         raise ValueError(
             f"env must have num_players == 1 for PPO, got {env.num_players} ({env.name})"

@@ -14,9 +14,22 @@ simulation's walk lasts as many levels as the deepest path among the batch's gam
 `ratio` is ours / mctx. `ours_cost_growth` and `mctx_cost_growth` are the cost per simulation at
 this budget divided by the cost per simulation at the smallest budget of the same group.
 
-    python bench/search.py [--quick] [--games connect_four othello] [--batch 64 256]
-        [--sims 32 64 128] [--nets tiny resnet2x16 resnet6x64]
+Games with chance (`--chance`, or `--games 2048 backgammon`): our search with chance nodes
+(`max_nodes = nodes_for(env, simulations) = 2 * simulations + 1`) against
+`mctx.stochastic_muzero_policy` on the true game (`make_mctx_stochastic`: `env.chance.decide`
+with the true outcome probabilities, then `env.chance.resolve`; `simulations + 1` nodes) for
+every selector (mctx has no stochastic Gumbel policy, so gumbel is compared with it too). These
+rows also time our search on `--reference` (connect_four), a deterministic game, with the same
+net, batch, selector and simulations in the same rounds: `cost_per_sim_vs_deterministic` is our
+chance search's cost per simulation over that one's (`deterministic_sims_per_s`). As a sanity
+check both searches' moves must be legal and their root values agree roughly (batch means
+`ours_root_value`, `mctx_root_value`; `root_value_correlation` over the positions), else a
+warning on stderr. No speed targets apply to these rows.
+
+    python bench/search.py [--quick | --chance] [--games connect_four othello 2048 backgammon]
+        [--batch 64 256] [--sims 32 64 128] [--nets tiny resnet2x16 resnet6x64]
         [--selectors puct muzero_puct gumbel] [--positions 6] [--repeats 3]
+        [--reference connect_four]
 """
 
 from __future__ import annotations
@@ -27,9 +40,9 @@ turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +59,7 @@ from common import (
     machine,
 )
 from turbozero import envs
+from turbozero.arena.search_agents import nodes_for
 from turbozero.envs.core import Env
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params, make_eval_fn
 from turbozero.search import compiler_options, make_search
@@ -56,6 +70,15 @@ NETS = ("tiny", "resnet2x16", "resnet6x64")
 SELECTORS = tuple(SELECTOR_RULES)
 PEER = {"puct": "muzero", "muzero_puct": "muzero", "gumbel": "gumbel"}
 PEER_NAME = {"muzero": "mctx.muzero_policy", "gumbel": "mctx.gumbel_muzero_policy"}
+CHANCE_QUICK = dict(
+    games=["2048", "backgammon"],
+    batch=[64],
+    sims=[32, 64],
+    nets=["tiny"],
+    selectors=["muzero_puct", "gumbel"],
+    repeats=3,
+)
+REFERENCE = "connect_four"  # the deterministic game the chance rows' cost is compared with
 QUICK = dict(
     games=["connect_four"],
     batch=[64],
@@ -135,11 +158,13 @@ def make_ours(
     levels_per_iteration: int | None = None,
     options: bool = True,
     max_nodes: int | None = None,
+    root_value: bool = False,
 ):
     """`fn(params, states, key) -> (action, weights, max_depth)`: our search from empty trees,
     compiled (`max_depth [B]`: the deepest node each game's search reached), with
     `compiler_options()` unless `options` is False; `max_nodes` defaults to
-    `num_simulations + 1` (mctx's fixed size)."""
+    `num_simulations + 1` (mctx's fixed size). With `root_value`, the root values `[B]` (for
+    the player to move) come fourth."""
     rule = SELECTOR_RULES[selector]()
     search = make_search(
         env,
@@ -152,9 +177,18 @@ def make_ours(
 
     def run(params, states, key):
         _, out = search.search(search.init(batch), params, states, key)
+        if root_value:
+            return out.action, out.action_weights, out.max_depth, out.root_value
         return out.action, out.action_weights, out.max_depth
 
     return jax.jit(run, compiler_options=compiler_options() if options else None)
+
+
+def mctx_prior(logits: Array, mask: Array) -> Array:
+    """`[B, A]` prior logits for mctx: shifted to a maximum of 0, illegal moves at the float32
+    minimum (finite, as mctx masks them)."""
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
 
 
 def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
@@ -164,10 +198,6 @@ def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
     terminal state's value is 0, as in our search.
     """
 
-    def prior(logits: Array, mask: Array) -> Array:
-        logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-        return jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
-
     def recurrent_fn(params, key, action, states):
         B = action.shape[0]
         mover = jax.vmap(env.metadata)(states).cur_player_id
@@ -176,7 +206,7 @@ def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
         out = mctx.RecurrentFnOutput(
             reward=md.rewards[jnp.arange(B), mover],
             discount=jnp.where(md.terminated, 0.0, -1.0),
-            prior_logits=prior(logits, md.action_mask),
+            prior_logits=mctx_prior(logits, md.action_mask),
             value=jnp.where(md.terminated, 0.0, value),
         )
         return out, states
@@ -188,7 +218,7 @@ def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
         md = jax.vmap(env.metadata)(states)
         logits, value = eval_fn(params, jax.vmap(env.observe)(states), k_root)
         root = mctx.RootFnOutput(
-            prior_logits=prior(logits, md.action_mask), value=value, embedding=states
+            prior_logits=mctx_prior(logits, md.action_mask), value=value, embedding=states
         )
         out = policy(
             params,
@@ -199,6 +229,89 @@ def make_mctx(env: Env, eval_fn: EvalFn, *, peer: str, num_simulations: int):
             invalid_actions=~md.action_mask,
         )
         return out.action, out.action_weights
+
+    return jax.jit(run, compiler_options=compiler_options())
+
+
+class StochasticState(NamedTuple):
+    """A decision node's embedding in the stochastic mctx adapter."""
+
+    state: PyTree  # [B, ...] the game's states
+    value: Array  # [B] the network's value of the state, for its player to move
+    player: Array  # [B] int32 the player to move
+
+
+class StochasticAfterstate(NamedTuple):
+    """A chance node's embedding in the stochastic mctx adapter."""
+
+    afterstate: PyTree  # [B, ...] `env.chance.decide(state, action)`
+    mover: Array  # [B] int32 the player who moved
+
+
+def make_mctx_stochastic(env: Env, eval_fn: EvalFn, *, num_simulations: int):
+    """`fn(params, states, key) -> (action, weights, root_value)`: `mctx.stochastic_muzero_policy`
+    with the true game as its model, for games with chance (`env.chance`).
+
+    Decision step: `afterstate = env.chance.decide(state, action)`, chance logits the log of
+    `env.chance.probabilities(afterstate)` (impossible outcomes at the float32 minimum), and as the
+    afterstate's value the network's value of the state the move was made from, for the mover
+    (carried in the embedding, so that both searches make one network call per simulation; ours
+    values a new chance node by its likeliest outcome's state, which it evaluates anyway).
+    Chance step: `env.chance.resolve(afterstate, outcome)`, then `eval_fn` on the new state; the
+    reward is the mover's, the discount 1 when the mover moves again (one-player games,
+    backgammon's second move), -1 when the other player moves, 0 after the end, where a state's
+    value is 0. mctx calls both steps on every simulation and keeps the one its node needs; a
+    simulation adds one node, chance or decision, so `max_nodes = simulations + 1`.
+    """
+    assert env.chance is not None
+    chance = env.chance
+    A, C = env.num_actions, chance.num_outcomes
+
+    def decision_fn(params, key, action, emb: StochasticState):
+        # mctx runs this at chance nodes too (action >= A there) and drops the result
+        action = jnp.clip(action, 0, A - 1)
+        after = jax.vmap(chance.decide)(emb.state, action)
+        probs = jax.vmap(chance.probabilities)(after).astype(jnp.float32)
+        logits = jnp.where(probs > 0, jnp.log(probs), jnp.finfo(jnp.float32).min)
+        out = mctx.DecisionRecurrentFnOutput(chance_logits=logits, afterstate_value=emb.value)
+        return out, StochasticAfterstate(after, emb.player)
+
+    def chance_fn(params, key, outcome, emb: StochasticAfterstate):
+        outcome = jnp.clip(outcome, 0, C - 1).astype(jnp.int32)  # likewise at decision nodes
+        states, md = jax.vmap(chance.resolve)(emb.afterstate, outcome)
+        logits, value = eval_fn(params, jax.vmap(env.observe)(states), key)
+        player = md.cur_player_id.astype(jnp.int32)
+        value = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
+        same = player == emb.mover
+        out = mctx.ChanceRecurrentFnOutput(
+            action_logits=mctx_prior(logits, md.action_mask),
+            value=value,
+            reward=md.rewards[jnp.arange(outcome.shape[0]), emb.mover].astype(jnp.float32),
+            discount=jnp.where(md.terminated, 0.0, jnp.where(same, 1.0, -1.0)),
+        )
+        return out, StochasticState(states, value, player)
+
+    def run(params, states, key):
+        k_root, k_search = jax.random.split(key)
+        md = jax.vmap(env.metadata)(states)
+        logits, value = eval_fn(params, jax.vmap(env.observe)(states), k_root)
+        value = jnp.where(md.terminated, 0.0, value.astype(jnp.float32))
+        player = md.cur_player_id.astype(jnp.int32)
+        root = mctx.RootFnOutput(
+            prior_logits=mctx_prior(logits, md.action_mask),
+            value=value,
+            embedding=StochasticState(states, value, player),
+        )
+        out = mctx.stochastic_muzero_policy(
+            params,
+            k_search,
+            root,
+            decision_fn,
+            chance_fn,
+            num_simulations,
+            invalid_actions=~md.action_mask,
+        )
+        return out.action, out.action_weights, out.search_tree.summary().value
 
     return jax.jit(run, compiler_options=compiler_options())
 
@@ -224,11 +337,173 @@ def make_floor(env: Env, eval_fn: EvalFn, *, num_simulations: int) -> dict[str, 
     return floor_programs(run)
 
 
+class References:
+    """Our search on the deterministic `game` (random positions as in its own rows), compiled
+    once per (net, batch, selector, simulations): what the chance rows are divided by."""
+
+    def __init__(self, game: str, positions: int) -> None:
+        self.game, self.positions = game, positions
+        self.env = envs.make(game)
+        if self.env.chance is not None or not self.env.deterministic:
+            raise ValueError(f"--reference must be a deterministic game, got {game!r}")
+        self.nets: dict[str, tuple[EvalFn, Params]] = {}
+        self.states: dict[int, PyTree] = {}
+        self.programs: dict[tuple[str, int, str, int], Callable[[], Any]] = {}
+
+    def call(self, net: str, batch: int, selector: str, sims: int) -> Callable[[], Any]:
+        """A no-argument call of the compiled reference search."""
+        key = (net, batch, selector, sims)
+        if key not in self.programs:
+            if net not in self.nets:
+                self.nets[net] = make_net(net, self.env, jax.random.PRNGKey(0))
+            if batch not in self.states:
+                self.states[batch] = random_positions(
+                    self.env, batch, self.positions, jax.random.PRNGKey(2)
+                )
+            eval_fn, params = self.nets[net]
+            fn = make_ours(self.env, eval_fn, selector=selector, num_simulations=sims, batch=batch)
+            states = self.states[batch]
+            self.programs[key] = lambda: fn(params, states, jax.random.PRNGKey(1))
+        return self.programs[key]
+
+
+def chance_rows(
+    env: Env, game: str, args: argparse.Namespace, sims_sorted: list[int], references: References
+) -> Iterator[dict[str, Any]]:
+    """The rows of a game with chance: our search with chance nodes (`nodes_for(env, sims)`
+    nodes) against `mctx.stochastic_muzero_policy` on the true game (`make_mctx_stochastic`,
+    `sims + 1` nodes) for every selector, the floor, and our search on `references.game` with
+    the same net, batch, selector and simulations timed in the same rounds."""
+    for net in args.nets:
+        eval_fn, params = make_net(net, env, jax.random.PRNGKey(0))
+        for batch in args.batch:
+            states = random_positions(env, batch, args.positions, jax.random.PRNGKey(2))
+            mask = jax.vmap(env.metadata)(states).action_mask
+            key = jax.random.PRNGKey(1)
+            peers: dict[int, Callable] = {}
+            floors: dict[int, dict[str, Callable]] = {}
+            for selector in args.selectors:
+                base: dict[str, float] = {}
+                for sims in sims_sorted:
+                    if sims not in floors:
+                        floors[sims] = make_floor(env, eval_fn, num_simulations=sims)
+                        peers[sims] = make_mctx_stochastic(env, eval_fn, num_simulations=sims)
+                    nodes = nodes_for(env, sims)
+                    ours = make_ours(
+                        env,
+                        eval_fn,
+                        selector=selector,
+                        num_simulations=sims,
+                        batch=batch,
+                        max_nodes=nodes,
+                        root_value=True,
+                    )
+                    fns = {"ours": ours, "mctx": peers[sims], **floors[sims]}
+                    calls: dict[str, Callable[[], Any]] = {
+                        name: (lambda fn=fn: fn(params, states, key)) for name, fn in fns.items()
+                    }
+                    calls["reference"] = references.call(net, batch, selector, sims)
+                    seconds = interleaved_best_times(calls, args.repeats)
+                    t_ours, t_mctx = seconds["ours"], seconds["mctx"]
+                    floor_name, t_floor = fastest_floor(seconds)
+                    ours_out, mctx_out = ours(params, states, key), peers[sims](params, states, key)
+                    label = f"{game} {net} batch {batch} {selector} {sims} simulations"
+                    values = check_chance_outputs(label, mask, ours_out, mctx_out)
+                    per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
+                    base = base or per_sim
+                    work = batch * sims
+                    yield (
+                        {
+                            "game": game,
+                            "batch": batch,
+                            "simulations": sims,
+                            "selector": selector,
+                            "net": net,
+                            "ours_sims_per_s": round(work / t_ours, 1),
+                            "mctx_sims_per_s": round(work / t_mctx, 1),
+                            "floor_sims_per_s": round(work / t_floor, 1),
+                            "ratio": round(t_mctx / t_ours, 3),
+                            "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
+                            "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
+                            "peer": "mctx.stochastic_muzero_policy",
+                            "ours_max_nodes": nodes,
+                            "mctx_max_nodes": sims + 1,
+                            "deterministic_game": references.game,
+                            "deterministic_sims_per_s": round(work / seconds["reference"], 1),
+                            "cost_per_sim_vs_deterministic": round(
+                                t_ours / seconds["reference"], 3
+                            ),
+                            "ours_max_depth": round(float(jnp.mean(ours_out[2])), 2),
+                            **values,
+                            "floor_program": floor_name,
+                        }
+                    )
+
+
+#: The chance rows' sanity check on root values (the two trees differ, so only roughly): the
+#: correlation over the batch's positions at least this, ...
+ROOT_VALUE_CORRELATION = 0.5
+#: ... and the batch means within this share of the larger one (at least 1) of each other. On
+#: 2048 mctx's mean is the lower: about half its simulations end at a chance node, valued at the
+#: state before the move (no merge reward yet), and its tree reaches half as many moves deep.
+ROOT_VALUE_GAP = 1 / 3
+
+
+def check_chance_outputs(
+    label: str, mask: Array, ours: tuple[Array, ...], theirs: tuple[Array, ...]
+) -> dict[str, float]:
+    """Warn on stderr unless both chance searches' moves are legal under the roots' `mask [B, A]`
+    with no weight on illegal moves, and their root values `[B]` agree roughly
+    (`ROOT_VALUE_CORRELATION`, `ROOT_VALUE_GAP`). `ours` is
+    `(action, weights, max_depth, root_value)`, `theirs` `(action, weights, root_value)`.
+    Returns the row's fields: both mean root values and their correlation."""
+    for name, action, weights in (("ours", *ours[:2]), ("mctx", *theirs[:2])):
+        legal = jnp.take_along_axis(mask, action[:, None], axis=-1)[:, 0]
+        stray = float(jnp.max(jnp.sum(jnp.where(mask, 0.0, weights), axis=-1)))
+        if not bool(jnp.all(legal)) or stray > 1e-6:
+            print(
+                f"# warning: {label}: {name} chose {int(jnp.sum(~legal))} illegal moves, "
+                f"weight {stray:.2g} on illegal moves",
+                file=sys.stderr,
+                flush=True,
+            )
+    a, b = ours[3].astype(jnp.float32), theirs[2].astype(jnp.float32)
+    mean_a, mean_b = float(jnp.mean(a)), float(jnp.mean(b))
+    spread = float(jnp.std(a) * jnp.std(b))
+    corr = float(jnp.mean((a - mean_a) * (b - mean_b))) / spread if spread > 0 else 1.0
+    gap = abs(mean_a - mean_b) / max(1.0, abs(mean_a), abs(mean_b))
+    if corr < ROOT_VALUE_CORRELATION or gap > ROOT_VALUE_GAP:
+        print(
+            f"# warning: {label}: root values differ: means ours {mean_a:.3f}, mctx "
+            f"{mean_b:.3f}, correlation {corr:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {
+        "ours_root_value": round(mean_a, 4),
+        "mctx_root_value": round(mean_b, 4),
+        "root_value_correlation": round(corr, 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help=f"a small subset: {QUICK}")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"a small subset (flags given override it): {QUICK}"
+    )
+    parser.add_argument(
+        "--chance",
+        action="store_true",
+        help=f"the games with chance (flags given override it): {CHANCE_QUICK}",
+    )
+    parser.add_argument(
+        "--reference",
+        default=REFERENCE,
+        help="the deterministic game whose search the chance rows' cost per simulation is "
+        "divided by",
+    )
     parser.add_argument("--games", nargs="+", default=list(GAMES))
     parser.add_argument("--batch", nargs="+", type=int, default=[64, 256])
     parser.add_argument("--sims", nargs="+", type=int, default=[32, 64, 128])
@@ -241,10 +516,12 @@ def main(argv: list[str] | None = None) -> None:
         default=3,
         help="timed rounds (ours, mctx, floor in turn) after a warm-up",
     )
+    subset = parser.parse_known_args(argv)[0]
+    if subset.quick and subset.chance:
+        parser.error("give --quick or --chance, not both")
+    # a subset's values are defaults: flags given beside it override them
+    parser.set_defaults(**(QUICK if subset.quick else CHANCE_QUICK if subset.chance else {}))
     args = parser.parse_args(argv)
-    if args.quick:
-        for name, value in QUICK.items():
-            setattr(args, name, value)
     for name in ("batch", "sims"):
         if any(v < 1 for v in getattr(args, name)):
             parser.error(f"--{name} values must be >= 1, got {getattr(args, name)}")
@@ -253,9 +530,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# machine: {machine()}", file=sys.stderr, flush=True)
 
     sims_sorted = sorted(set(args.sims))
-    rows = misses = 0
+    rows = misses = unjudged = 0
+    references = References(args.reference, args.positions)
     for game in args.games:
         env = envs.make(game)
+        if env.chance is not None:
+            for row in chance_rows(env, game, args, sims_sorted, references):
+                unjudged += 1
+                emit(row)
+            continue
         for net in args.nets:
             eval_fn, params = make_net(net, env, jax.random.PRNGKey(0))
             for batch in args.batch:
@@ -309,7 +592,10 @@ def main(argv: list[str] | None = None) -> None:
                         row["missed_targets"] = missed_targets(row, sims_sorted[0])
                         rows, misses = rows + 1, misses + bool(row["missed_targets"])
                         emit(row)
-    print(f"# {rows - misses} of {rows} rows meet every target", file=sys.stderr, flush=True)
+    chance = f" ({unjudged} rows of games with chance, which have none)" if unjudged else ""
+    print(
+        f"# {rows - misses} of {rows} rows meet every target{chance}", file=sys.stderr, flush=True
+    )
 
 
 if __name__ == "__main__":

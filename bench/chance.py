@@ -16,10 +16,10 @@ against the random player and against the network alone (sides swapped every oth
 against random after at most an hour of training).
 
 Every row also has `epochs`, `env_steps`, `minutes` (training wall-clock, compilation excluded),
-`simulations`, `games`, `seed`.
+`simulations` (the run's evaluation count unless `--simulations`), `games`, `seed`.
 
     python bench/chance.py [--game 2048] [--game backgammon] [--budget SECONDS] [--games 128]
-        [--seed 0] [--set KEY=VALUE ...] [--keep DIR] [--run DIR]
+        [--seed 0] [--set KEY=VALUE ...] [--keep DIR] [--run DIR] [--simulations N]
 
 Default: both games at their presets' own `max_wall_seconds`. `--run DIR` measures an existing
 run directory of one game instead of training (give `--game` with it). Run it alone: it uses
@@ -87,9 +87,9 @@ def train_or_load(game: str, args: argparse.Namespace, out: Path) -> tuple[Any, 
     return loaded, figures
 
 
-def measure_2048(loaded: Any, games: int, seed: int) -> dict[str, Any]:
+def measure_2048(loaded: Any, games: int, seed: int, sims: int | None) -> dict[str, Any]:
     env, cfg = loaded.env, loaded.config
-    sims = cfg.eval_simulations or cfg.search.num_simulations
+    sims = sims or cfg.eval_simulations or cfg.search.num_simulations
     selector = loaded.agent.policy_fn.search.selector
     agents = {
         "nodes": alphazero_agent(
@@ -133,11 +133,15 @@ def measure_2048(loaded: Any, games: int, seed: int) -> dict[str, Any]:
     return row
 
 
-def measure_backgammon(loaded: Any, games: int, seed: int) -> dict[str, Any]:
+def measure_backgammon(loaded: Any, games: int, seed: int, sims: int | None) -> dict[str, Any]:
     env, cfg = loaded.env, loaded.config
+    if sims is not None:
+        loaded = turbozero.load_agent(loaded.path, sims, which="latest")
     games += games % 2  # sides swap every other game
     network = network_agent(env, loaded.az.eval_fn, loaded.params, name="network")
-    row: dict[str, Any] = {"simulations": cfg.eval_simulations or cfg.search.num_simulations}
+    row: dict[str, Any] = {
+        "simulations": sims or cfg.eval_simulations or cfg.search.num_simulations
+    }
     for i, (name, opponent) in enumerate((("random", random_agent(env)), ("network", network))):
         key = jax.random.PRNGKey(30_000 + 10 * seed + i)
         r = play_match(env, loaded.agent, opponent, key, num_games=games, max_steps=None)
@@ -158,9 +162,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], help="config override")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
     parser.add_argument("--run", type=Path, help="measure this run directory (no training)")
+    parser.add_argument("--simulations", type=int, help="searches' simulations (default: run's)")
     args = parser.parse_args(argv)
     if (args.budget is not None and args.budget <= 0) or args.games < 2:
         parser.error("--budget must be > 0 and --games >= 2")
+    if args.simulations is not None and args.simulations < 1:
+        parser.error("--simulations must be >= 1")
     games = args.game or list(GAMES)
     if args.run is not None and len(games) != 1:
         parser.error("--run measures one run: give the game it is of with --game")
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         for game in games:
             loaded, figures = train_or_load(game, args, where / f"{game}{args.seed}")
             measure = measure_2048 if game == "2048" else measure_backgammon
-            row = measure(loaded, args.games, args.seed)
+            row = measure(loaded, args.games, args.seed, args.simulations)
             emit(
                 {
                     "game": game,

@@ -75,6 +75,7 @@ def test_the_ppo_peer_imports_without_turbozeros_dependencies():
     assert "imported" in done.stdout
 
 
+@pytest.mark.slow  # 60-90 s of compiling mctx's stochastic policy and ours on two games
 def test_the_chance_rows_run_against_stochastic_mctx(bench_search, capsys):
     """`--chance`'s code path on a tiny case (2 games, 2 simulations; each game with one of the
     selectors, to compile less): every row names its peer and deterministic reference, and no

@@ -37,7 +37,9 @@ CASES = {
     "beta": dict(
         env="gymnax:Pendulum-v1", action_head="beta", loss="dpo", normalize_observations=True
     ),
-    "multi_discrete": dict(env="jumanji:Minesweeper-v0", action_head="multi_discrete"),
+    "multi_discrete": dict(
+        env="jumanji:Minesweeper-v0", action_head="multi_discrete", one_hot_observations=True
+    ),
 }
 
 

@@ -102,6 +102,21 @@ def test_the_epoch_line_shows_each_opponent_accuracy_and_numbers_as_numbers():
     assert "'" not in line and "score" not in line  # no quoted numbers, no blended score
 
 
+def test_a_one_player_epoch_line_shows_the_network_alone_and_2048s_tiles():
+    from turbozero.io.logger import epoch_line
+
+    row = {
+        "epoch": 25,
+        "loss": 4.3,
+        "eval/return": 3415.75,
+        "eval/network/return": 1531.44,
+        "eval/max_tile": 270.0,
+        "eval/max_tile/max": 1024.0,
+    }
+    line = epoch_line(row, 100, None)
+    assert line == "Epoch 25/100: loss=4.3 return=3416 network/return=1531 max_tile=270"
+
+
 def test_time_left_follows_the_pace_and_the_wall_clock_budget(tmp_path):
     rd = RunDir(tmp_path / "run").create()
     log = MetricsLogger(rd, total_epochs=100, progress=False)

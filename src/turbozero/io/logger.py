@@ -21,6 +21,8 @@ SHOWN = (
     "positions_per_s",
     "env_steps_per_s",
     "eval/return",
+    "eval/network/return",
+    "eval/max_tile",
     "elo",
 )
 

@@ -25,6 +25,7 @@ as it stores states); `afterstate_shape(env)` gives their layout. Shape letters:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -68,8 +69,6 @@ def without_chance(env: Env) -> Env:
     """`env` with its chance split hidden: searches then step it as any game whose `step` draws
     its own randomness, one sampled outcome per edge and no subtree reuse (the search setting
     `chance="sampled"`, the baseline that chance nodes are measured against)."""
-    import dataclasses
-
     if env.chance is None:
         return env
     return dataclasses.replace(env, chance=None, deterministic=False)

@@ -8,7 +8,9 @@ network's most likely legal move (no search), and uniformly random legal moves. 
 games), `max_tile` (mean of each game's largest tile) and `largest_tile`, `reached_1024` and
 `reached_2048` (shares of games), `length`. Then `nodes_minus_sampled` with its 95% interval
 (Welch's normal approximation) and `trained_vs_random`, the chance-node agent's mean score over
-the random policy's (the issue's bar: 10).
+the random policy's (the issue's bar: 10). The chance-node agent opens outcomes as the run's
+`search.chance_widening` says; each `--widening W` adds an agent `nodes_wW` searching with W
+instead, with its own `nodes_wW_minus_sampled` (an ablation on the same network and games).
 
 Backgammon (`--game backgammon`): the latest network with its search plays `--games` games
 against the random player and against the network alone (sides swapped every other game):
@@ -20,6 +22,7 @@ Every row also has `epochs`, `env_steps`, `minutes` (training wall-clock, compil
 
     python bench/chance.py [--game 2048] [--game backgammon] [--budget SECONDS] [--games 128]
         [--seed 0] [--set KEY=VALUE ...] [--keep DIR] [--run DIR] [--simulations N]
+        [--widening W ...]
 
 Default: both games at their presets' own `max_wall_seconds`. `--run DIR` measures an existing
 run directory of one game instead of training (give `--game` with it). Run it alone: it uses
@@ -87,14 +90,26 @@ def train_or_load(game: str, args: argparse.Namespace, out: Path) -> tuple[Any, 
     return loaded, figures
 
 
-def measure_2048(loaded: Any, games: int, seed: int, sims: int | None) -> dict[str, Any]:
+def measure_2048(
+    loaded: Any, games: int, seed: int, sims: int | None, widenings: tuple[float, ...] = ()
+) -> dict[str, Any]:
     env, cfg = loaded.env, loaded.config
     sims = sims or cfg.eval_simulations or cfg.search.num_simulations
     selector = loaded.agent.policy_fn.search.selector
+
+    def nodes(widening: float) -> Any:
+        return alphazero_agent(
+            env,
+            loaded.az.eval_fn,
+            loaded.params,
+            num_simulations=sims,
+            selector=selector,
+            chance_widening=widening,
+        )
+
     agents = {
-        "nodes": alphazero_agent(
-            env, loaded.az.eval_fn, loaded.params, num_simulations=sims, selector=selector
-        ),
+        "nodes": nodes(cfg.search.chance_widening),
+        **{f"nodes_w{w:g}": nodes(w) for w in widenings},
         "sampled": alphazero_agent(
             without_chance(env),
             loaded.az.eval_fn,
@@ -106,7 +121,7 @@ def measure_2048(loaded: Any, games: int, seed: int, sims: int | None) -> dict[s
         "random": random_agent(env),
     }
     key = jax.random.PRNGKey(20_000 + seed)
-    row: dict[str, Any] = {"simulations": sims}
+    row: dict[str, Any] = {"simulations": sims, "widening": cfg.search.chance_widening}
     scores = {}
     for name, agent in agents.items():
         r = play_match(env, agent, None, key, num_games=games, max_steps=cfg.max_episode_steps)
@@ -123,12 +138,16 @@ def measure_2048(loaded: Any, games: int, seed: int, sims: int | None) -> dict[s
             "length": round(r.mean_length, 1),
             "truncated": r.num_truncated,
         }
-    a, b = scores["nodes"], scores["sampled"]
-    diff = float(a.mean() - b.mean())
-    half = Z95 * math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
-    row["nodes_minus_sampled"] = round(diff, 1)
-    row["nodes_minus_sampled_low"] = round(diff - half, 1)
-    row["nodes_minus_sampled_high"] = round(diff + half, 1)
+    b = scores["sampled"]
+    for name, a in scores.items():
+        if not name.startswith("nodes"):
+            continue
+        diff = float(a.mean() - b.mean())
+        half = Z95 * math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+        row[f"{name}_minus_sampled"] = round(diff, 1)
+        row[f"{name}_minus_sampled_low"] = round(diff - half, 1)
+        row[f"{name}_minus_sampled_high"] = round(diff + half, 1)
+    a = scores["nodes"]
     row["trained_vs_random"] = round(float(a.mean()) / max(float(scores["random"].mean()), 1e-9), 2)
     return row
 
@@ -163,11 +182,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
     parser.add_argument("--run", type=Path, help="measure this run directory (no training)")
     parser.add_argument("--simulations", type=int, help="searches' simulations (default: run's)")
+    parser.add_argument(
+        "--widening",
+        type=float,
+        action="append",
+        default=[],
+        help="2048: also search with this search.chance_widening (repeatable)",
+    )
     args = parser.parse_args(argv)
     if (args.budget is not None and args.budget <= 0) or args.games < 2:
         parser.error("--budget must be > 0 and --games >= 2")
     if args.simulations is not None and args.simulations < 1:
         parser.error("--simulations must be >= 1")
+    if any(not 0.0 <= w <= 1.0 for w in args.widening):
+        parser.error("--widening must be in [0, 1]")
     games = args.game or list(GAMES)
     if args.run is not None and len(games) != 1:
         parser.error("--run measures one run: give the game it is of with --game")
@@ -176,8 +204,12 @@ def main(argv: list[str] | None = None) -> None:
         where = args.keep or Path(tmp)
         for game in games:
             loaded, figures = train_or_load(game, args, where / f"{game}{args.seed}")
-            measure = measure_2048 if game == "2048" else measure_backgammon
-            row = measure(loaded, args.games, args.seed, args.simulations)
+            if game == "2048":
+                row = measure_2048(
+                    loaded, args.games, args.seed, args.simulations, tuple(args.widening)
+                )
+            else:
+                row = measure_backgammon(loaded, args.games, args.seed, args.simulations)
             emit(
                 {
                     "game": game,

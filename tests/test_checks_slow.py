@@ -125,6 +125,35 @@ def test_bench_learning_shows_the_tic_tac_toe_preset_perfect_beside_its_baseline
     assert by_recipe["baseline"]["mistakes"] > 0, by_recipe["baseline"]
 
 
+def test_bench_chance_measures_a_2048_run_with_its_widening_ablation(tmp_path):
+    """`bench/chance.py` as its docstring says, on a short 2048 run (20 s, 8 games in
+    parallel): one row with the four agents, the `--widening` agent and their differences
+    from the sampled search, and the run kept under `--keep`."""
+    proc = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "python"),
+            str(ROOT / "bench" / "chance.py"),
+            *("--game", "2048", "--budget", "20", "--games", "4", "--simulations", "4"),
+            *("--widening", "0.5", "--set", "num_games=8", "--keep", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if '"game": "2048"' in line]
+    assert len(rows) == 1, proc.stdout
+    row = rows[0]
+    for agent in ("nodes", "nodes_w0.5", "sampled", "network", "random"):
+        assert row[agent]["score_low"] <= row[agent]["score"] <= row[agent]["score_high"], row
+    for agent in ("nodes", "nodes_w0.5"):
+        low, high = row[f"{agent}_minus_sampled_low"], row[f"{agent}_minus_sampled_high"]
+        assert low <= row[f"{agent}_minus_sampled"] <= high, row
+    assert row["simulations"] == 4 and row["widening"] == 1.0 and row["epochs"] >= 1, row
+    assert (tmp_path / "20480" / "config.json").exists()
+
+
 def test_connect_four_preset_beats_random_and_rollout_mcts_after_30_minutes(tmp_path):
     run = tmp_path / "c4"
     _turbozero("train", "connect_four", "--out", str(run), timeout=2400)

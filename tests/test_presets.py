@@ -241,6 +241,7 @@ def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
     assert "eval_accuracy" not in saved["config"] and "root_value_weight" not in saved["config"]
     config = AlphaZeroConfig.from_dict(saved["config"])
     assert config.eval_accuracy is False and config.root_value_weight == 0.0
+    assert config.search.chance_widening == 1.0
     assert config.env == "connect_four" and config.num_games == 128
     # and through the run directory reader that eval, play and --resume use
     import tempfile

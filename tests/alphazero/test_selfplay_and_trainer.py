@@ -97,6 +97,7 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("seed=-2147483649", "seed"),
         ("seed=99999999999999999999999", "seed"),
         ("search.chance=expectimax", "search.chance"),
+        ("search.chance_widening=1.5", "search.chance_widening"),
     ],
 )
 def test_config_errors_name_the_key_and_choices(override, key):
@@ -338,3 +339,23 @@ def test_search_chance_setting_picks_chance_nodes_or_one_sampled_outcome_per_edg
     search = az.selfplay.search
     assert (search.env.chance is not None) == searched_chance
     assert search.reuse == searched_chance  # reuse through the chance node; none when sampled
+
+
+def test_search_chance_widening_reaches_self_play_and_the_evaluation():
+    from turbozero.alphazero.evaluate import Evaluator
+
+    cfg = AlphaZeroConfig(
+        env="2048",
+        num_games=2,
+        network=NetworkConfig(kind="mlp", hidden=(8,)),
+        search=SearchConfig(
+            selector="muzero_puct", num_simulations=4, max_nodes=9, chance_widening=0.5
+        ),
+        memory_capacity=8,
+        train_batch_size=4,
+        eval_opponents=(),
+    )
+    az = make_alphazero(cfg)
+    assert az.selfplay.search.spec.chance_widening == 0.5
+    assert Evaluator(az)._agent.policy_fn.search.spec.chance_widening == 0.5
+    assert make_alphazero(AlphaZeroConfig(env="2048")).selfplay.search.spec.chance_widening == 1

@@ -9,11 +9,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.envs.chance_games import GAMBLE_SINGLE_SAMPLE_PICKS_BEST, dice_game, gamble_game
+from tests.envs.chance_games import (
+    DICE_PROBABILITIES,
+    GAMBLE_SINGLE_SAMPLE_PICKS_BEST,
+    dice_game,
+    gamble_game,
+    make_chance_game,
+)
 from tests.search.helpers import linear_eval_fn, linear_params, uniform_eval_fn
 from turbozero import envs
 from turbozero.search import gumbel, make_search, muzero_puct, puct, tree_bytes
-from turbozero.search.tree import CHILD, E_VISITS, ILLEGAL, PROBS
+from turbozero.search.tree import CHILD, E_VISITS, ILLEGAL, PRIOR, PROBS
 
 RULES = {"puct": puct, "muzero_puct": muzero_puct, "gumbel": gumbel}
 # All outcomes of every action get visited within 400 simulations, so the root's Q values are
@@ -41,14 +47,30 @@ def play2048():
     return envs.make("2048")
 
 
+@pytest.mark.parametrize("widening", [1.0, 0.5])
 @pytest.mark.parametrize("rule", list(RULES))
 @pytest.mark.parametrize("make_game", [dice_game, gamble_game], ids=["dice", "gamble"])
-def test_root_values_converge_to_the_expectations_and_the_best_move_is_chosen(make_game, rule):
+def test_root_values_converge_to_the_expectations_and_the_best_move_is_chosen(
+    make_game, rule, widening
+):
+    """Exact wherever a move's chance node has visited every possible outcome: every move's
+    with all outcomes open at once; under widening (w = 0.5) the best move's at least (a poor
+    move may stay below it: the estimate from the outcomes it has seen keeps the selector
+    away, and its chance node opens outcomes only as its visits grow)."""
     game = make_game()
-    s = _search(game.env, rule, simulations=400, max_nodes=401)
+    s = _search(game.env, rule, simulations=400, max_nodes=401, chance_widening=widening)
     tree, out = jax.jit(s.search)(s.init(4), None, _starts(game.env, 4), jax.random.PRNGKey(1))
     q = np.asarray(out.q_values)
-    np.testing.assert_allclose(q, np.broadcast_to(game.expected, q.shape), atol=Q_TOLERANCE)
+    A = game.env.num_actions
+    child = np.asarray(tree.children[:, 0, :A])
+    outcome_visits = np.asarray(tree.edge_stats)[np.arange(4)[:, None], child, :, E_VISITS]
+    possible = np.asarray(tree.edges)[np.arange(4)[:, None], child, CHILD] > ILLEGAL
+    chance = np.asarray(tree.chance)[np.arange(4)[:, None], child]
+    opened = ~chance | np.all((outcome_visits > 0) | ~possible, axis=-1)  # [4, A]
+    assert opened[:, game.best_action].all()
+    expected = np.broadcast_to(game.expected, q.shape)
+    np.testing.assert_allclose(q[opened], expected[opened], atol=Q_TOLERANCE)
+    assert opened.all() or widening < 1
     assert (np.asarray(out.action) == game.best_action).all()
     assert (np.asarray(out.max_depth) == 2).all()  # the root, a chance node, an outcome
     # every root child is a chance node, except the gamble's sure payout (no chance event)
@@ -93,6 +115,65 @@ def test_outcome_visits_follow_the_probabilities():
     for b, n in nodes:
         p, visits = edges[b, n, PROBS], stats[b, n, :, E_VISITS]
         assert np.all(np.abs(visits - p * visits.sum()) <= 1.0 + 1e-6), (p, visits)
+
+
+def _wide_game():
+    """Two actions, then one of 9 outcomes of unequal probabilities."""
+    p = np.arange(9, 0, -1, dtype=np.float32)
+    probs = np.stack([p / p.sum(), p[::-1] / p.sum()])
+    rewards = np.linspace(-1.0, 1.0, 18, dtype=np.float32).reshape(2, 9)
+    return make_chance_game("wide", probs, rewards)
+
+
+@pytest.mark.parametrize("widening", [0.0, 0.5])
+@pytest.mark.parametrize("simulations", [8, 60])
+def test_progressive_widening_opens_the_first_ceil_n_to_the_w_outcomes_of_the_drawn_order(
+    simulations, widening
+):
+    """Under progressive widening a chance node with `n` visits has visited at most
+    `ceil((n - 1) ** w)` outcomes (the count open at its last selection), and exactly the
+    first ones of its drawn order (the `PRIOR` row); with w = 0 only one outcome ever."""
+    game = _wide_game()
+    s = _search(
+        game.env,
+        "puct",
+        simulations=simulations,
+        max_nodes=2 * simulations + 1,
+        chance_widening=widening,
+    )
+    keys = jax.random.split(jax.random.PRNGKey(3), 8)
+    tree, _ = jax.jit(s.search)(s.init(8), None, _starts(game.env, 8), keys, 0.0)
+    edges, stats = np.asarray(tree.edges), np.asarray(tree.edge_stats)
+    nodes = _chance_nodes(tree)
+    most = 0
+    for b, n in nodes:
+        visits = stats[b, n, :, E_VISITS]
+        total, visited = visits.sum(), np.flatnonzero(visits > 0)
+        assert total >= 1
+        most = max(most, len(visited))
+        assert len(visited) <= np.ceil(max(total - 1.0, 1.0) ** widening), (total, visits)
+        order = np.argsort(-edges[b, n, PRIOR], kind="stable")
+        assert set(visited) == set(order[: len(visited)]), (edges[b, n, PRIOR], visits)
+    if widening == 0.0:
+        assert most == 1
+    else:
+        assert most >= (3 if simulations >= 60 else 2)
+
+
+def test_under_widening_a_chance_nodes_first_outcome_is_drawn_by_its_probability():
+    """The drawn order's first outcome (the one expanded with the chance node) is a draw in
+    proportion to the probabilities, not always the likeliest: over 256 games x 3 actions of
+    the dice game, each outcome comes first at about its probability."""
+    game = dice_game()
+    B = 256
+    s = _search(game.env, "puct", simulations=3, max_nodes=7, chance_widening=0.5)
+    keys = jax.random.split(jax.random.PRNGKey(11), B)
+    tree, _ = jax.jit(s.search)(s.init(B), None, _starts(game.env, B), keys, 0.0)
+    edges = np.asarray(tree.edges)
+    firsts = [int(np.argmax(edges[b, n, PRIOR, :3])) for b, n in _chance_nodes(tree)]
+    assert len(firsts) >= B
+    share = np.bincount(firsts, minlength=3) / len(firsts)
+    np.testing.assert_allclose(share, DICE_PROBABILITIES[0], atol=0.06)
 
 
 def test_impossible_outcomes_are_never_visited_in_2048(play2048):

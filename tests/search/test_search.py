@@ -528,6 +528,7 @@ def test_evaluation_selector_has_no_root_noise(tic_tac_toe):
         (dict(max_nodes=2**24 + 1), r"max_nodes must be an int >= 2 and <= 16777216"),
         (dict(discount=0.0), "discount"),
         (dict(levels_per_iteration=0), "levels_per_iteration"),
+        (dict(chance_widening=1.5), r"chance_widening must be in \[0, 1\]"),
     ],
 )
 def test_bad_search_arguments_name_the_argument(tic_tac_toe, kwargs, name):

@@ -61,6 +61,7 @@ class SearchConfig(Config):
     discount: float = 1.0
     reuse: bool | None = None  # None: on for puct/muzero_puct on deterministic games
     chance: str = "nodes"  # games with chance: "nodes" (expectimax) or "sampled" (one per edge)
+    chance_widening: float = 1.0  # a chance node opens ceil(n ** w) outcomes at n visits; 1: all
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
@@ -76,6 +77,7 @@ class SearchConfig(Config):
         check_range("search.pb_c_init", self.pb_c_init, low=0, low_inclusive=False)
         check_range("search.pb_c_base", self.pb_c_base, low=0, low_inclusive=False)
         check_range("search.gumbel_scale", self.gumbel_scale, low=0)
+        check_range("search.chance_widening", self.chance_widening, low=0, high=1)
 
     def capacity_warning(self, chance_nodes: bool = False) -> str | None:
         """One line when a search cannot expand a node for every simulation (the tree fills and

@@ -77,6 +77,7 @@ class Evaluator:
             params,
             num_simulations=self.sims,
             selector=search.selector,
+            chance_widening=self.az.config.search.chance_widening,
             name=name,
         )
 

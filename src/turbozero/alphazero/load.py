@@ -155,6 +155,7 @@ def load_agent(
         num_simulations=sims,
         selector=make_selector(cfg.search),
         temperature=temperature,
+        chance_widening=cfg.search.chance_widening,
         name=f"{rd.path.name}@{meta.get('epoch', meta.get('step'))}",
     )
     return LoadedAgent(

@@ -160,6 +160,7 @@ def make_alphazero(
         max_nodes=cfg.search.max_nodes,
         discount=cfg.search.discount,
         reuse=cfg.search.reuse,
+        chance_widening=cfg.search.chance_widening,
     )
     if mesh is not None and mesh.size > 1:
         search = shard_search(search, mesh, AXIS)

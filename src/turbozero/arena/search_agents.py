@@ -49,12 +49,14 @@ def alphazero_agent(
     selector: Selector | None = None,
     temperature: float = 0.0,
     root_noise: bool = False,
+    chance_widening: float = 1.0,
     name: str = "alphazero",
 ) -> Agent:
     """Network + search; temperature 0 plays the search's best move; no root noise unless asked.
 
     `max_nodes` None holds a node per simulation and the root, two per simulation in games with
-    chance (`env.chance`), where an expansion may add a chance node and its outcome's state."""
+    chance (`env.chance`), where an expansion may add a chance node and its outcome's state.
+    `chance_widening`: how fast chance nodes open their outcomes (see `make_search`)."""
     temperature = check_number("temperature", temperature, low=0.0)
     num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
     if max_nodes is not None:
@@ -69,6 +71,7 @@ def alphazero_agent(
         num_simulations=num_simulations,
         max_nodes=nodes_for(env, num_simulations) if max_nodes is None else max_nodes,
         reuse=False,
+        chance_widening=chance_widening,
     )
     return make_agent(SearchPolicy(search, temperature), params, name=name)
 

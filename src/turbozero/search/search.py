@@ -15,7 +15,8 @@ simulation that still ends at a node without expanding backs up that node's own 
 
 Games with chance (`env.chance` set) get chance nodes between a move and the state it leads to
 (see "Chance nodes" in `docs/search.md`): `select_level` picks a chance node's outcome by the
-lag of its visits behind its probability, `expand_with_chance` steps through `decide` and
+lag of its visits behind its probability (among the outcomes progressive widening has opened,
+`outcome_scores`), `expand_with_chance` steps through `decide` and
 `resolve`, and `backward` recomputes a chance node's value as the expectation over its visited
 outcomes. Every chance path is compiled only for games with chance: the others compile today's
 program.
@@ -173,6 +174,8 @@ class SearchSpec(NamedTuple):
         speed: the speed paths compiled in.
         after_codec: how afterstates are packed into the same rows (games with chance; None
             for the others, whose programs have no chance node path).
+        chance_widening: how fast a chance node opens its outcomes (`outcome_scores`); 1: all
+            of them from its second visit on.
     """
 
     env: Env
@@ -182,6 +185,7 @@ class SearchSpec(NamedTuple):
     discount: float
     speed: SpeedPaths
     after_codec: StateCodec | None = None
+    chance_widening: float = 1.0
 
 
 class Path(NamedTuple):
@@ -495,11 +499,12 @@ def select_level(
     """One level of the walk for the games `games [L]` (None: all), `full [L]`: score the
     children of each game's node, take the best allowed, descend or stop."""
     selector = spec.selector
+    widening = spec.after_codec is not None and spec.chance_widening < 1.0
     view, children, terminal = node_view(
         tree,
         None if is_root else path.node,
         games,
-        logits=selector.interior_logits,
+        logits=selector.interior_logits or widening,  # (a chance node's order is in PRIOR)
         actions=spec.env.num_actions if is_root else None,
     )
     done = path.done | terminal  # reached (or started at) a finished game: stop there
@@ -507,7 +512,8 @@ def select_level(
     if spec.after_codec is not None and not is_root:  # (a root is a decision node)
         games = jnp.arange(path.node.shape[0]) if games is None else games
         kind = gather_rows(tree.node, games * tree.max_nodes + path.node)[:, N_TERMINAL]
-        scores = jnp.where((kind == CHANCE_NODE)[:, None], outcome_scores(view), scores)
+        outcomes = outcome_scores(view, spec.chance_widening)
+        scores = jnp.where((kind == CHANCE_NODE)[:, None], outcomes, scores)
     expanded = children >= 0
     # in a full tree, only expanded children where the node has any
     allowed = view.mask & (
@@ -541,14 +547,35 @@ def select_level(
     )
 
 
-def outcome_scores(view: NodeView) -> Array:
-    """`[L, C]`: a chance node's scores of its outcomes, `p_o * (n + 1) - n_o` (`n` its visits
-    through outcomes): the outcome whose visits lag their share of the probability most, the
-    most probable one first, so that each outcome's visits keep within about one of their
-    share `p_o n` (the argmax is taken over the possible outcomes, `mask`)."""
+def outcome_scores(view: NodeView, widening: float = 1.0) -> Array:
+    """`[L, C]`: a chance node's scores of its outcomes (the argmax is taken over the possible
+    outcomes, `mask`).
+
+    With `widening` 1, every outcome is open: the score is `p_o * (n + 1) - n_o` (`n` the
+    node's visits through outcomes), the outcome whose visits lag their share of the
+    probability most, so that each outcome's visits keep within about one of `p_o n`.
+
+    With `widening` w < 1 (progressive widening), only the first `ceil(n ** w)` outcomes of
+    the node's order are open: the order is a draw without replacement in proportion to the
+    probabilities, made when the node was expanded (`prior_logits` holds `log p_o` plus a
+    Gumbel). Among the open outcomes the same lag rule runs on their renormalised
+    probabilities; the others score below every open one. A node with few visits thus
+    follows a few drawn outcomes deeper instead of one level of every outcome, and every
+    outcome opens as the visits grow.
+    """
     visits = view.child_visits.astype(jnp.float32)
     total = jnp.sum(visits, axis=-1, keepdims=True)
-    return view.prior_probs * (total + 1.0) - visits
+    if widening >= 1.0:
+        return view.prior_probs * (total + 1.0) - visits
+    order = jnp.where(view.mask, view.prior_logits, -jnp.inf)
+    k = jnp.ceil(jnp.maximum(total, 1.0) ** widening).astype(jnp.int32)  # [L, 1]
+    ranked = -jnp.sort(-order, axis=-1)
+    kth = jnp.take_along_axis(ranked, jnp.minimum(k, order.shape[-1]) - 1, axis=-1)
+    open_ = view.mask & (order >= kth)
+    probs = jnp.where(open_, view.prior_probs, 0.0)
+    probs = probs / jnp.maximum(jnp.sum(probs, axis=-1, keepdims=True), 1e-30)
+    lag = probs * (total + 1.0) - visits
+    return jnp.where(open_, lag, -1e6 + jnp.where(view.mask, order, 0.0) * 1e-3)
 
 
 def expand(
@@ -631,13 +658,16 @@ def expand_with_chance(
     """`expand` for games with chance: one `decide`, `resolve` and network call for the batch.
 
     At a decision node, `decide` the edge's move; with a chance event, add the chance node (its
-    afterstate and outcome probabilities) and, under it, the state of its most probable outcome;
+    afterstate and outcome probabilities) and, under it, the state of its first outcome;
     without one, the state `resolve(afterstate, 0)` directly. At a chance node, `resolve` its
     stored afterstate with the edge's outcome. The new state is evaluated as in `expand`; a new
     chance node's raw value is that evaluation, for its own player (who made the move).
-    `k_env` is unused: the outcomes are chosen, not drawn.
+
+    The first outcome is the most probable one when every outcome opens at once
+    (`spec.chance_widening` 1). Under progressive widening, `k_env [B]` draws the chance node's
+    order of outcomes (its `PRIOR` row: `log p_o` plus a Gumbel, a draw without replacement in
+    proportion to the probabilities) and the first outcome is the first of that order.
     """
-    del k_env
     assert spec.after_codec is not None and spec.env.chance is not None
     env, chance = spec.env, spec.env.chance
     B, N, W = tree.batch_size, tree.max_nodes, tree.num_actions
@@ -661,8 +691,14 @@ def expand_with_chance(
         decided,
     )
     event = ~at_chance & has_chance_event(probs)
-    likeliest = first_argmax(probs)
-    outcome = jnp.where(at_chance, edge, jnp.where(event, likeliest, 0))
+    log_probs = jnp.where(probs > 0, jnp.log(jnp.maximum(probs, 1e-30)), NEG_LOGIT)
+    if spec.chance_widening < 1.0:
+        order = log_probs + jax.vmap(lambda k: jax.random.gumbel(k, probs.shape[-1:]))(k_env)
+        order = jnp.where(probs > 0, order, NEG_LOGIT)
+    else:
+        order = log_probs
+    first_outcome = first_argmax(order)
+    outcome = jnp.where(at_chance, edge, jnp.where(event, first_outcome, 0))
     new_states, md = jax.vmap(chance.resolve)(after, outcome)
     if spec.speed.step_buffers:
         new_states, md = computed_once((new_states, md), tree.next_free[0] >= 0)
@@ -676,7 +712,7 @@ def expand_with_chance(
     new = jnp.where(two, tree.next_free + 1, tree.next_free)  # the new decision node
     new_links = Links(
         jnp.where(two, tree.next_free, node),
-        jnp.where(two, likeliest, edge),
+        jnp.where(two, first_outcome, edge),
         player,
         parent_links.player,
     )
@@ -685,12 +721,12 @@ def expand_with_chance(
     probs_row = jnp.where(possible, jnp.pad(probs, [(0, 0), (0, W - probs.shape[-1])]), 0.0)
     outcomes = jnp.arange(W)[None, :]
     chance_children = jnp.where(
-        outcomes == likeliest[:, None], new[:, None], jnp.where(possible, NO_CHILD, ILLEGAL)
+        outcomes == first_outcome[:, None], new[:, None], jnp.where(possible, NO_CHILD, ILLEGAL)
     )
     chance_edges = edge_rows(
         probs_row,
         chance_children,
-        jnp.where(possible, jnp.log(jnp.maximum(probs_row, 1e-30)), NEG_LOGIT),
+        jnp.pad(order, [(0, 0), (0, W - order.shape[-1])], constant_values=NEG_LOGIT),
     )
     mover_value = for_player(value_vector(own, player, env.num_players), parent_links.player)
     chance_info = info_row(mover_value, jnp.zeros((B,), jnp.bool_), jnp.zeros_like(md.rewards))
@@ -708,7 +744,7 @@ def expand_with_chance(
     edges = put(edges, second, new_edges)
     edges = edges.at[b, at_parent, CHILD, edge].set(tree.next_free.astype(jnp.float32), mode="drop")
     edge_stats = tree.edge_stats.at[b, at_parent, edge].set(0.0, mode="drop")
-    edge_stats = edge_stats.at[b, jnp.where(two, tree.next_free, N), likeliest].set(
+    edge_stats = edge_stats.at[b, jnp.where(two, tree.next_free, N), first_outcome].set(
         0.0, mode="drop"
     )
     packed_new = spec.codec.pack(new_states)
@@ -945,6 +981,7 @@ def validate_search_args(
     discount: float,
     reuse: bool | None,
     levels_per_iteration: int | None,
+    chance_widening: float = 1.0,
 ) -> tuple[Selector, int, int, bool, int]:
     """Check `make_search`'s arguments and fill in their defaults.
 
@@ -962,6 +999,8 @@ def validate_search_args(
     max_nodes = check_count("max_nodes", max_nodes, low=2, high=MAX_NODES)
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1], got {discount}")
+    if not 0.0 <= chance_widening <= 1.0:
+        raise ValueError(f"chance_widening must be in [0, 1], got {chance_widening}")
     if levels_per_iteration is None:
         levels_per_iteration = default_levels_per_iteration()
     levels_per_iteration = check_count("levels_per_iteration", levels_per_iteration, low=1)
@@ -1009,6 +1048,7 @@ def make_search(
     state_eval_fn: StateEvalFn | None = None,
     levels_per_iteration: int | None = None,
     speed: SpeedPaths | None = None,
+    chance_widening: float = 1.0,
 ) -> Search:
     """Configure a batched MCTS over `env`'s real dynamics.
 
@@ -1028,6 +1068,10 @@ def make_search(
             and in the backup, >= 1; results do not depend on it, speed does (default:
             `default_levels_per_iteration()`). Overrides `speed`'s.
         speed: the speed paths to compile (default: all on); results do not depend on them.
+        chance_widening: games with chance: a chance node with `n` visits descends into the
+            first `ceil(n ** chance_widening)` outcomes of an order drawn in proportion to
+            their probabilities (progressive widening, `outcome_scores`), in [0, 1]; 1 opens
+            every outcome at once (most probable first), 0 keeps to one drawn outcome.
 
     Returns:
         A `Search` of pure functions.
@@ -1047,6 +1091,7 @@ def make_search(
         discount=discount,
         reuse=reuse,
         levels_per_iteration=levels_per_iteration,
+        chance_widening=chance_widening,
     )
     if state_eval_fn is None:
         assert eval_fn is not None
@@ -1060,6 +1105,7 @@ def make_search(
         discount=float(discount),
         speed=(speed or default_speed_paths())._replace(levels_per_iteration=levels),
         after_codec=after_codec,
+        chance_widening=float(chance_widening),
     )
 
     def init(batch_size: int) -> Tree:

@@ -342,7 +342,8 @@ def othello() -> AlphaZeroConfig:
 @register_preset(
     "2048",
     "2048 (one player), MLP, muzero_puct with min-max normalised Q, chance nodes for the new "
-    "tiles (search.chance=sampled: one tile drawn per edge instead); reports the largest tile",
+    "tiles (search.chance=sampled: one tile drawn per edge instead), the search's best move in "
+    "self-play, value target half the search's root value; reports the largest tile",
     algorithm="alphazero",
 )
 def game_2048() -> AlphaZeroConfig:
@@ -353,7 +354,8 @@ def game_2048() -> AlphaZeroConfig:
         search=SearchConfig(
             selector="muzero_puct", num_simulations=32, max_nodes=65, discount=0.99
         ),
-        temperature_moves=1000,
+        temperature_moves=0,  # the best move (root noise still explores): longer games
+        root_value_weight=0.5,  # value target: half the discounted return, half the root value
         max_episode_steps=2000,
         memory_capacity=512,
         truncation="bootstrap",

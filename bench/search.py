@@ -130,6 +130,31 @@ def missed_targets(row: dict[str, Any], base_sims: int) -> list[str]:
     return missed
 
 
+def speed_fields(
+    t_ours: float,
+    t_mctx: float,
+    t_floor: float,
+    batch: int,
+    sims: int,
+    base: dict[str, float] | None,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """A row's speed figures from the best times (seconds per search of the batch), and the
+    per-simulation costs its `*_cost_growth` compare against (`base`; None: this row's own,
+    the first of its group)."""
+    per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
+    base = base or per_sim
+    work = batch * sims
+    fields = {
+        "ours_sims_per_s": round(work / t_ours, 1),
+        "mctx_sims_per_s": round(work / t_mctx, 1),
+        "floor_sims_per_s": round(work / t_floor, 1),
+        "ratio": round(t_mctx / t_ours, 3),
+        "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
+        "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
+    }
+    return fields, base
+
+
 def random_positions(env: Env, batch: int, moves: int, key: PRNGKey) -> PyTree:
     """`[batch]` states after `moves` uniformly random legal moves (so the rows differ)."""
 
@@ -409,8 +434,7 @@ def chance_rows(
                     ours_out, mctx_out = ours(params, states, key), peers[sims](params, states, key)
                     label = f"{game} {net} batch {batch} {selector} {sims} simulations"
                     values = check_chance_outputs(label, mask, ours_out, mctx_out)
-                    per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
-                    base = base or per_sim
+                    speed, base = speed_fields(t_ours, t_mctx, t_floor, batch, sims, base)
                     work = batch * sims
                     yield (
                         {
@@ -419,12 +443,7 @@ def chance_rows(
                             "simulations": sims,
                             "selector": selector,
                             "net": net,
-                            "ours_sims_per_s": round(work / t_ours, 1),
-                            "mctx_sims_per_s": round(work / t_mctx, 1),
-                            "floor_sims_per_s": round(work / t_floor, 1),
-                            "ratio": round(t_mctx / t_ours, 3),
-                            "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
-                            "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
+                            **speed,
                             "peer": "mctx.stochastic_muzero_policy",
                             "ours_max_nodes": nodes,
                             "mctx_max_nodes": sims + 1,
@@ -570,21 +589,14 @@ def main(argv: list[str] | None = None) -> None:
                         t_ours, t_mctx = seconds["ours"], seconds["mctx"]
                         floor_name, t_floor = fastest_floor(seconds)
                         depth = ours(params, states, jax.random.PRNGKey(1))[2]
-                        per_sim = {"ours": t_ours / sims, "mctx": t_mctx / sims}
-                        base = base or per_sim
-                        work = batch * sims
+                        speed, base = speed_fields(t_ours, t_mctx, t_floor, batch, sims, base)
                         row = {
                             "game": game,
                             "batch": batch,
                             "simulations": sims,
                             "selector": selector,
                             "net": net,
-                            "ours_sims_per_s": round(work / t_ours, 1),
-                            "mctx_sims_per_s": round(work / t_mctx, 1),
-                            "floor_sims_per_s": round(work / t_floor, 1),
-                            "ratio": round(t_mctx / t_ours, 3),
-                            "ours_cost_growth": round(per_sim["ours"] / base["ours"], 3),
-                            "mctx_cost_growth": round(per_sim["mctx"] / base["mctx"], 3),
+                            **speed,
                             "peer": PEER_NAME[peer],
                             "ours_max_depth": round(float(jnp.mean(depth)), 2),
                             "floor_program": floor_name,

@@ -547,7 +547,7 @@ def select_level(
     )
 
 
-def outcome_scores(view: NodeView, widening: float = 1.0) -> Array:
+def outcome_scores(view: NodeView, widening: float) -> Array:
     """`[L, C]`: a chance node's scores of its outcomes (the argmax is taken over the possible
     outcomes, `mask`).
 

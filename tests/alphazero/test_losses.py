@@ -203,3 +203,27 @@ def test_a_trainer_with_root_value_targets_learns_from_the_stored_root_values():
         _, metrics = jax.jit(az.train_steps, static_argnums=1)(state, 1)
         losses.append(float(metrics["value_loss"]))
     assert losses[0] != losses[1]
+
+
+def test_the_learning_rate_decays_along_a_cosine_to_its_final_fraction_then_stays():
+    from turbozero.alphazero.trainer import learning_rate_schedule
+    from turbozero.config import ConfigError
+
+    assert learning_rate_schedule(TINY) == TINY.learning_rate  # the class default: constant
+    lr = 0.002
+    cfg = TINY.with_overrides([f"learning_rate={lr}", "lr_decay_steps=100", "lr_final=0.1"])
+    schedule = learning_rate_schedule(cfg)
+    at = {step: float(schedule(step)) for step in (0, 50, 100, 1000)}
+    np.testing.assert_allclose(
+        [at[0], at[50], at[100], at[1000]], [lr, lr * 0.55, lr * 0.1, lr * 0.1], rtol=1e-5
+    )
+    warm = learning_rate_schedule(cfg.with_overrides(["lr_warmup_steps=10"]))
+    np.testing.assert_allclose(
+        [float(warm(0)), float(warm(10)), float(warm(110))],
+        [0, lr, lr * 0.1],
+        rtol=1e-5,
+        atol=1e-12,
+    )
+    for bad, key in (("lr_final=1.5", "lr_final"), ("lr_decay_steps=-1", "lr_decay_steps")):
+        with pytest.raises(ConfigError, match=key):
+            TINY.with_overrides([bad])

@@ -113,6 +113,8 @@ class AlphaZeroConfig(Config):
     augment: bool = False  # store board symmetries as extra positions
     learning_rate: float = 1e-3
     lr_warmup_steps: int = 0
+    lr_decay_steps: int = 0  # 0: constant; else a cosine to lr_final * learning_rate over these
+    lr_final: float = 0.1  # the decayed learning rate's fraction of learning_rate
     l2: float = 1e-4
     max_grad_norm: float = 1.0
     value_weight: float = 1.0
@@ -159,6 +161,8 @@ class AlphaZeroConfig(Config):
         check_choice("truncation", self.truncation, ["drop", "bootstrap"])
         check_range("learning_rate", self.learning_rate, low=0, low_inclusive=False)
         check_range("lr_warmup_steps", self.lr_warmup_steps, low=0)
+        check_range("lr_decay_steps", self.lr_decay_steps, low=0)
+        check_range("lr_final", self.lr_final, low=0, high=1)
         check_range("l2", self.l2, low=0)
         check_range("max_grad_norm", self.max_grad_norm, low=0, low_inclusive=False)
         check_range("value_scale", self.value_scale, low=0, low_inclusive=False)

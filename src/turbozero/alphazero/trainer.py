@@ -111,6 +111,25 @@ def augmentations(env: Env):
     return square_symmetries(size) if kind == "square" else [horizontal_flip(size)]
 
 
+def learning_rate_schedule(cfg: AlphaZeroConfig) -> float | optax.Schedule:
+    """The learning rate per gradient step: a linear warmup from 0 over `lr_warmup_steps`
+    (if any), then `learning_rate`, or with `lr_decay_steps` a cosine from `learning_rate` to
+    `learning_rate * lr_final` over that many steps, constant after it (a run whose wall
+    budget ends first stops wherever the cosine is)."""
+    warmup, decay = cfg.lr_warmup_steps, cfg.lr_decay_steps
+    if decay:
+        return optax.warmup_cosine_decay_schedule(
+            init_value=0.0 if warmup else cfg.learning_rate,
+            peak_value=cfg.learning_rate,
+            warmup_steps=warmup,
+            decay_steps=warmup + decay,
+            end_value=cfg.learning_rate * cfg.lr_final,
+        )
+    if warmup:
+        return optax.linear_schedule(0.0, cfg.learning_rate, warmup)
+    return cfg.learning_rate
+
+
 def value_target(outcome: Array, root_value: Array, root_value_weight: float) -> Array:
     """The value target `[S]`: the game's outcome mixed with the search's root value (both for
     the player to move); weight 0 is AlphaZero's outcome alone. The root value is what a search
@@ -194,10 +213,7 @@ def make_alphazero(
         temperature_moves=cfg.temperature_moves,
         augment_fns=augment,
     )
-    if cfg.lr_warmup_steps:
-        lr = optax.linear_schedule(0.0, cfg.learning_rate, cfg.lr_warmup_steps)
-    else:
-        lr = cfg.learning_rate
+    lr = learning_rate_schedule(cfg)
     if optimizer is None:
         optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
     if loss_fn is None:

@@ -86,6 +86,22 @@ def test_invalid_rows_do_not_count(setup, bins):
     assert full["value_loss"] != pytest.approx(a["value_loss"])
 
 
+def test_rows_with_an_all_zero_policy_target_train_the_value_alone(setup):
+    """A row without a policy target (playout cap randomisation's cheap searches) adds to the
+    value loss and leaves the policy loss the mean over the rows that have one."""
+    net, params, batch = setup
+
+    def terms(b):
+        m = az_loss(params, b, apply_fn=net.apply)[1][0]
+        return {k: float(m[k]) for k in ("policy_loss", "value_loss")}
+
+    first_half = dict(batch, **{k: v[:4] for k, v in batch.items()})
+    no_target = dict(batch, policy=batch["policy"].at[4:].set(0.0))
+    assert terms(no_target)["policy_loss"] == pytest.approx(terms(first_half)["policy_loss"])
+    assert terms(no_target)["value_loss"] == pytest.approx(terms(batch)["value_loss"])
+    assert terms(no_target)["value_loss"] != pytest.approx(terms(first_half)["value_loss"])
+
+
 def test_value_targets_are_divided_by_value_scale(setup):
     """A one-player score of 50 with `value_scale=100` is the network target 0.5."""
     _, params, batch = setup

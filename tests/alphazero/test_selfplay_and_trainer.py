@@ -98,6 +98,8 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("seed=99999999999999999999999", "seed"),
         ("search.chance=expectimax", "search.chance"),
         ("search.chance_widening=1.5", "search.chance_widening"),
+        ("search.fast_simulations=8", "search.fast_simulations"),  # must be below 8
+        ("search.full_fraction=0", "search.full_fraction"),
     ],
 )
 def test_config_errors_name_the_key_and_choices(override, key):
@@ -359,3 +361,26 @@ def test_search_chance_widening_reaches_self_play_and_the_evaluation():
     assert az.selfplay.search.spec.chance_widening == 0.5
     assert Evaluator(az)._agent.policy_fn.search.spec.chance_widening == 0.5
     assert make_alphazero(AlphaZeroConfig(env="2048")).selfplay.search.spec.chance_widening == 1
+
+
+def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only():
+    """With `search.fast_simulations`, each self-play step is searched in full with
+    probability `full_fraction` (the whole batch at once), otherwise with the cheap search,
+    which adds no root noise; a cheap search's positions keep their value targets and get an
+    all-zero policy target (no policy loss)."""
+    cfg = TINY.with_overrides(["search.fast_simulations=2", "search.full_fraction=0.5"])
+    az = make_alphazero(cfg)
+    fast = az.selfplay.fast_search
+    assert fast is not None and fast.num_simulations == 2
+    assert fast.max_nodes == az.selfplay.search.max_nodes
+    assert fast.selector.options["dirichlet_fraction"] == 0.0  # the full search's: 0.25
+    assert make_alphazero(TINY).selfplay.fast_search is None  # the default: every move in full
+    state = az.init(jax.random.PRNGKey(0))
+    state, _ = jax.jit(az.collect, static_argnums=1)(state, 9)
+    mem = jax.tree_util.tree_map(np.asarray, state.selfplay.memory)
+    policy = mem.experience["policy"][:, :9]  # [B, 9 steps, A]
+    full = policy.sum(-1) > 0
+    assert np.all(full == full[:1])  # one draw per step for the whole batch
+    assert full[0].any() and (~full[0]).any()  # both kinds among the 9 steps (this seed)
+    np.testing.assert_allclose(policy[full].sum(-1), 1.0, rtol=1e-5)
+    assert mem.assigned[:, :9][~full].any()  # cheap positions still get value targets

@@ -62,6 +62,8 @@ class SearchConfig(Config):
     reuse: bool | None = None  # None: on for puct/muzero_puct on deterministic games
     chance: str = "nodes"  # games with chance: "nodes" (expectimax) or "sampled" (one per edge)
     chance_widening: float = 1.0  # a chance node opens ceil(n ** w) outcomes at n visits; 1: all
+    fast_simulations: int = 0  # 0: off; else the cheap search of playout cap randomisation
+    full_fraction: float = 0.25  # with fast_simulations: share of self-play moves searched in full
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
@@ -78,6 +80,10 @@ class SearchConfig(Config):
         check_range("search.pb_c_base", self.pb_c_base, low=0, low_inclusive=False)
         check_range("search.gumbel_scale", self.gumbel_scale, low=0)
         check_range("search.chance_widening", self.chance_widening, low=0, high=1)
+        check_range(
+            "search.fast_simulations", self.fast_simulations, low=0, high=self.num_simulations - 1
+        )
+        check_range("search.full_fraction", self.full_fraction, low=0, high=1, low_inclusive=False)
 
     def capacity_warning(self, chance_nodes: bool = False) -> str | None:
         """One line when a search cannot expand a node for every simulation (the tree fills and

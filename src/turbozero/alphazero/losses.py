@@ -45,7 +45,8 @@ def az_loss(
 
     Args:
         params: network variables (`{"params": ..., "batch_stats": ...}` for batch norm).
-        batch: `observation [S, ...]`, `policy [S, A]` search target, `mask [S, A]` legal actions,
+        batch: `observation [S, ...]`, `policy [S, A]` search target (all zero: no policy
+            target for that row, which then trains the value alone), `mask [S, A]` legal actions,
             `outcome [S]` value target for the player to move, `valid [S]` which rows count.
         apply_fn: `apply_fn(variables, x, train=True, mutable=[...])` (flax `module.apply`).
         policy_weight, value_weight, l2: weights of the three terms.
@@ -73,7 +74,11 @@ def az_loss(
     valid = batch["valid"].astype(jnp.float32)
     count = jnp.maximum(jnp.sum(valid), 1.0)
     logp = masked_log_softmax(logits, batch["mask"])
-    policy_loss = jnp.sum(-jnp.sum(batch["policy"] * logp, axis=-1) * valid) / count
+    # rows without a policy target (all zero: playout cap randomisation's cheap searches)
+    # train the value alone and do not dilute the policy term
+    targeted = valid * (jnp.sum(batch["policy"], axis=-1) > 0)
+    policy_rows = jnp.maximum(jnp.sum(targeted), 1.0)
+    policy_loss = jnp.sum(-jnp.sum(batch["policy"] * logp, axis=-1) * targeted) / policy_rows
     target = batch["outcome"] / value_scale
     if value_support is None:
         value_loss = jnp.sum(jnp.square(value - target) * valid) / count
@@ -93,7 +98,7 @@ def az_loss(
         "policy_loss": policy_loss,
         "value_loss": value_loss,
         "l2_loss": l2_loss,
-        "policy_kl": policy_loss - jnp.sum(target_entropy * valid) / count,
+        "policy_kl": policy_loss - jnp.sum(target_entropy * targeted) / policy_rows,
         "value_mae": jnp.sum(jnp.abs(prediction - target) * valid) / count,
     }
     return loss, (metrics, new_stats)

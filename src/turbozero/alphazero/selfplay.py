@@ -40,6 +40,8 @@ class SelfPlay(NamedTuple):
         step: `step(state, params, key) -> (state, metrics)`, one move in every game.
         collect: `collect(state, params, key, *, num_steps) -> (state, metrics)`, `num_steps`
             steps as one `lax.scan`; metrics are summed over the steps.
+        search, memory, batch_size: the configuration.
+        fast_search: playout cap randomisation's cheap search, or None.
     """
 
     init: Callable[[PRNGKey], SelfPlayState]
@@ -48,6 +50,7 @@ class SelfPlay(NamedTuple):
     search: Search
     memory: EpisodeBuffer
     batch_size: int
+    fast_search: Search | None = None
 
 
 def temperature_schedule(move: Array, *, temperature: float, temperature_moves: int) -> Array:
@@ -64,6 +67,8 @@ def make_selfplay(
     temperature: float = 1.0,
     temperature_moves: int = 30,
     augment_fns: Sequence[AugmentFn] = (),
+    fast_search: Search | None = None,
+    full_fraction: float = 1.0,
 ) -> SelfPlay:
     """Configure self-play over `search.env`.
 
@@ -75,6 +80,12 @@ def make_selfplay(
         temperature: move-choice temperature for the first `temperature_moves` moves (>= 0).
         temperature_moves: after this many moves the best move is played.
         augment_fns: symmetries; each stores one extra experience per position.
+        fast_search: playout cap randomisation (KataGo): a cheaper search over the same
+            tree shape (`max_nodes`) that plays the moves not searched in full. Their
+            positions are stored with an all-zero policy target, so they train the value
+            alone. None: every move is searched with `search`.
+        full_fraction: with `fast_search`, the share of self-play steps searched in full,
+            in (0, 1]; one draw per step for the whole batch (the batch shares one search).
     """
     batch_size = check_count("batch_size", batch_size, low=1)
     max_episode_steps = check_count("max_episode_steps", max_episode_steps, low=1)
@@ -87,6 +98,16 @@ def make_selfplay(
             f"memory was built for num_games={memory.num_games} and "
             f"num_players={memory.num_players}; self-play needs num_games=batch_size="
             f"{batch_size} and num_players={P} ({env.name!r})"
+        )
+    full_fraction = check_number("full_fraction", full_fraction, low=0.0, strict=True)
+    if full_fraction > 1.0:
+        raise ValueError(f"full_fraction must be in (0, 1], got {full_fraction!r}")
+    if fast_search is not None and (
+        fast_search.max_nodes != search.max_nodes or fast_search.env is not search.env
+    ):
+        raise ValueError(
+            f"fast_search must search the same env over trees of the same max_nodes "
+            f"({search.max_nodes}), got max_nodes={fast_search.max_nodes}"
         )
     if memory.discount != search.discount:
         raise ValueError(
@@ -117,15 +138,21 @@ def make_selfplay(
         temp = temperature_schedule(
             md.step, temperature=temperature, temperature_moves=temperature_moves
         )
-        tree, out = search.search(state.tree, params, state.env_states, k_search, temp)
+        if fast_search is None:
+            tree, out = search.search(state.tree, params, state.env_states, k_search, temp)
+            target = out.action_weights
+        else:
+            k_search, k_cap = jax.random.split(k_search)
+            full = jax.random.uniform(k_cap) < full_fraction
+            args = (state.tree, params, state.env_states, k_search, temp)
+            tree, out = jax.lax.cond(full, search.search, fast_search.search, *args)
+            target = jnp.where(full, out.action_weights, 0.0)  # fast: no policy target
         obs = jax.vmap(env.observe)(state.env_states)
         mem = memory.add(
-            state.memory,
-            experience(obs, out.action_weights, md.action_mask, out.root_value),
-            md.cur_player_id,
+            state.memory, experience(obs, target, md.action_mask, out.root_value), md.cur_player_id
         )
         for fn in augment_fns:
-            o2, p2, m2 = jax.vmap(fn)(obs, out.action_weights, md.action_mask)
+            o2, p2, m2 = jax.vmap(fn)(obs, target, md.action_mask)
             mem = memory.add(mem, experience(o2, p2, m2, out.root_value), md.cur_player_id)
         keys = jax.random.split(k_env, batch_size)
         outcome = None
@@ -186,5 +213,11 @@ def make_selfplay(
         return state, jax.tree_util.tree_map(lambda m: jnp.sum(m, axis=0), metrics)
 
     return SelfPlay(
-        init=init, step=step, collect=collect, search=search, memory=memory, batch_size=batch_size
+        init=init,
+        step=step,
+        collect=collect,
+        search=search,
+        memory=memory,
+        batch_size=batch_size,
+        fast_search=fast_search,
     )

@@ -28,7 +28,7 @@ from turbozero.envs.chance import without_chance
 from turbozero.envs.core import Env
 from turbozero.memory import make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
-from turbozero.search import gumbel, make_search, muzero_puct, puct, shard_search
+from turbozero.search import Search, Selector, gumbel, make_search, muzero_puct, puct, shard_search
 from turbozero.types import Array, Params, PRNGKey
 
 
@@ -171,18 +171,28 @@ def make_alphazero(
             value = jnp.sum(jax.nn.softmax(value, -1) * support, -1)
         return logits, value * cfg.value_scale
 
-    search = make_search(
-        env if cfg.search.chance == "nodes" else without_chance(env),
-        eval_fn,
-        selector=selector if selector is not None else make_selector(cfg.search),
-        num_simulations=cfg.search.num_simulations,
-        max_nodes=cfg.search.max_nodes,
-        discount=cfg.search.discount,
-        reuse=cfg.search.reuse,
-        chance_widening=cfg.search.chance_widening,
-    )
-    if mesh is not None and mesh.size > 1:
-        search = shard_search(search, mesh, AXIS)
+    searched_env = env if cfg.search.chance == "nodes" else without_chance(env)
+    rule = selector if selector is not None else make_selector(cfg.search)
+
+    def build_search(num_simulations: int, rule: Selector) -> Search:
+        built = make_search(
+            searched_env,
+            eval_fn,
+            selector=rule,
+            num_simulations=num_simulations,
+            max_nodes=cfg.search.max_nodes,
+            discount=cfg.search.discount,
+            reuse=cfg.search.reuse,
+            chance_widening=cfg.search.chance_widening,
+        )
+        if mesh is not None and mesh.size > 1:
+            built = shard_search(built, mesh, AXIS)
+        return built
+
+    search = build_search(cfg.search.num_simulations, rule)
+    fast_search = None
+    if cfg.search.fast_simulations:  # playout cap randomisation; cheap searches add no noise
+        fast_search = build_search(cfg.search.fast_simulations, rule.without_noise())
     if augment_fns is not None:
         augment = list(augment_fns)
         check_augment_fns(env, augment)
@@ -212,6 +222,8 @@ def make_alphazero(
         temperature=cfg.temperature,
         temperature_moves=cfg.temperature_moves,
         augment_fns=augment,
+        fast_search=fast_search,
+        full_fraction=cfg.search.full_fraction,
     )
     lr = learning_rate_schedule(cfg)
     if optimizer is None:

@@ -248,7 +248,9 @@ def test_each_position_gets_the_result_of_the_player_who_moved_there():
     np.testing.assert_array_equal(outcome, np.where(mover == 0, 1.0, -1.0))
 
 
-def test_selfplay_refuses_a_memory_built_for_other_games_or_players(tic_tac_toe):
+def test_selfplay_refuses_a_memory_or_fast_search_built_for_other_games_or_trees(
+    tic_tac_toe, connect_four
+):
     from turbozero.alphazero.selfplay import make_selfplay
     from turbozero.memory import make_episode_buffer
     from turbozero.search import make_search, puct
@@ -272,6 +274,12 @@ def test_selfplay_refuses_a_memory_built_for_other_games_or_players(tic_tac_toe)
     memory = make_episode_buffer(num_games=8, capacity=4, sample_size=2, num_players=2)
     with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
         make_selfplay(search, memory, temperature=float("nan"), **kw)
+    wider = make_search(tic_tac_toe, eval_fn, selector=puct(), num_simulations=1, max_nodes=5)
+    with pytest.raises(ValueError, match=r"same max_nodes as search \(4\), got max_nodes=5"):
+        make_selfplay(search, memory, fast_search=wider, **kw)
+    other = make_search(connect_four, eval_fn, selector=puct(), num_simulations=1, max_nodes=4)
+    with pytest.raises(ValueError, match="fast_search must search the same env as search"):
+        make_selfplay(search, memory, fast_search=other, **kw)
 
 
 def test_a_train_batch_larger_than_memory_is_refused_naming_train_batch_size():

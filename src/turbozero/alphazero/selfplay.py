@@ -102,11 +102,14 @@ def make_selfplay(
     full_fraction = check_number("full_fraction", full_fraction, low=0.0, strict=True)
     if full_fraction > 1.0:
         raise ValueError(f"full_fraction must be in (0, 1], got {full_fraction!r}")
-    if fast_search is not None and (
-        fast_search.max_nodes != search.max_nodes or fast_search.env is not search.env
-    ):
+    if fast_search is not None and fast_search.env is not search.env:
         raise ValueError(
-            f"fast_search must search the same env over trees of the same max_nodes "
+            f"fast_search must search the same env as search ({search.env.name!r}), "
+            f"got {fast_search.env.name!r}"
+        )
+    if fast_search is not None and fast_search.max_nodes != search.max_nodes:
+        raise ValueError(
+            f"fast_search must search trees of the same max_nodes as search "
             f"({search.max_nodes}), got max_nodes={fast_search.max_nodes}"
         )
     if memory.discount != search.discount:

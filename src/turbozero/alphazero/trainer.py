@@ -174,11 +174,11 @@ def make_alphazero(
     searched_env = env if cfg.search.chance == "nodes" else without_chance(env)
     rule = selector if selector is not None else make_selector(cfg.search)
 
-    def build_search(num_simulations: int, rule: Selector) -> Search:
+    def build_search(num_simulations: int, chooser: Selector) -> Search:
         built = make_search(
             searched_env,
             eval_fn,
-            selector=rule,
+            selector=chooser,
             num_simulations=num_simulations,
             max_nodes=cfg.search.max_nodes,
             discount=cfg.search.discount,

@@ -27,6 +27,17 @@ Every row also has `epochs`, `env_steps`, `minutes` (training wall-clock, compil
 Default: both games at their presets' own `max_wall_seconds`. `--run DIR` measures an existing
 run directory of one game instead of training (give `--game` with it). Run it alone: it uses
 every core.
+
+Pooling sets of games (2048): `--pool FILE ...` trains and plays nothing; it reads the 2048 rows
+that earlier runs of this script printed (their output files, one JSON line per row) and prints
+one row that treats the sets as one larger, independent sample: each agent's `score` and
+`nodes_minus_sampled` are means weighted by the sets' games, with 95% intervals from the sets'
+standard errors (each recovered from its row's interval), and `trained_vs_random` is the pooled
+chance-node mean over the pooled random mean. The rows must share `simulations` (the budget the
+comparison is at):
+
+    python bench/chance.py --game 2048 --run DIR --games 256 --seed 1 --simulations 256 > a.jsonl
+    python bench/chance.py --pool a.jsonl b.jsonl
 """
 
 from __future__ import annotations
@@ -62,6 +73,68 @@ def mean_interval(values: np.ndarray) -> tuple[float, float, float]:
     m = float(values.mean())
     half = Z95 * float(values.std(ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
     return m, m - half, m + half
+
+
+def pool_2048(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for independent sets of 2048 games (`--pool`).
+
+    Args:
+        rows: 2048 rows of this script, at one simulation count.
+
+    Returns:
+        Per agent present in every row, the pooled `score` with `score_low`/`score_high`;
+        `nodes_minus_sampled` with its interval; `trained_vs_random`; `games` (the total) and
+        `sets` (the rows' games and seeds).
+    """
+    if not rows:
+        raise ValueError("--pool: no 2048 rows in the given files")
+    sims = {r["simulations"] for r in rows}
+    if len(sims) != 1:
+        raise ValueError(f"--pool: the rows were searched with different simulations {sorted(sims)}")
+    sets = [(r.get("run"), r.get("seed"), r["games"]) for r in rows]
+    if any(run and sets.count((run, seed, g)) > 1 for run, seed, g in sets):
+        raise ValueError("--pool: the same run, seed and games appear twice (one set, not two)")
+    n = np.array([r["games"] for r in rows], dtype=np.float64)
+    weights = n / n.sum()
+
+    def pooled(means: list[float], lows: list[float], highs: list[float]) -> dict[str, float]:
+        se = (np.array(highs) - np.array(lows)) / (2 * Z95)
+        mean = float(weights @ np.array(means))
+        half = Z95 * float(np.sqrt(((weights * se) ** 2).sum()))
+        return {"mean": mean, "low": mean - half, "high": mean + half}
+
+    agents = [a for a in ("nodes", "sampled", "network", "random") if all(a in r for r in rows)]
+    row: dict[str, Any] = {"simulations": sims.pop()}
+    for a in agents:
+        p = pooled(*([r[a][k] for r in rows] for k in ("score", "score_low", "score_high")))
+        row[a] = {"score": round(p["mean"], 1), "score_low": round(p["low"], 1)}
+        row[a]["score_high"] = round(p["high"], 1)
+    keys = ("nodes_minus_sampled", "nodes_minus_sampled_low", "nodes_minus_sampled_high")
+    if all(k in r for r in rows for k in keys):
+        p = pooled(*([r[k] for r in rows] for k in keys))
+        row["nodes_minus_sampled"] = round(p["mean"], 1)
+        row["nodes_minus_sampled_low"] = round(p["low"], 1)
+        row["nodes_minus_sampled_high"] = round(p["high"], 1)
+    if "nodes" in agents and "random" in agents:
+        ratio = row["nodes"]["score"] / max(row["random"]["score"], 1e-9)
+        row["trained_vs_random"] = round(ratio, 2)
+    row["games"] = int(n.sum())
+    row["sets"] = [{"games": r["games"], "seed": r.get("seed"), "run": r.get("run")} for r in rows]
+    return row
+
+
+def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """The 2048 result rows in this script's output files."""
+    import json
+
+    rows = []
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if line.startswith("{"):
+                row = json.loads(line)
+                if row.get("game") == "2048":
+                    rows.append(row)
+    return rows
 
 
 def train_or_load(game: str, args: argparse.Namespace, out: Path) -> tuple[Any, dict[str, Any]]:
@@ -183,6 +256,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", type=Path, help="measure this run directory (no training)")
     parser.add_argument("--simulations", type=int, help="searches' simulations (default: run's)")
     parser.add_argument(
+        "--pool", type=Path, nargs="+", help="2048: pool the rows in these output files"
+    )
+    parser.add_argument(
         "--widening",
         type=float,
         action="append",
@@ -190,6 +266,15 @@ def main(argv: list[str] | None = None) -> None:
         help="2048: also search with this search.chance_widening (repeatable)",
     )
     args = parser.parse_args(argv)
+    if args.pool is not None:
+        missing = [str(p) for p in args.pool if not p.is_file()]
+        if missing:
+            parser.error(f"--pool: no such file {', '.join(missing)}")
+        try:
+            emit({"game": "2048", "pooled": True, **pool_2048(read_rows(args.pool))})
+        except ValueError as err:
+            parser.error(str(err))
+        return
     if (args.budget is not None and args.budget <= 0) or args.games < 2:
         parser.error("--budget must be > 0 and --games >= 2")
     if args.simulations is not None and args.simulations < 1:

@@ -98,3 +98,67 @@ def test_the_chance_rows_run_against_stochastic_mctx(bench_search, capsys):
         assert row["ours_sims_per_s"] > 0 and row["mctx_sims_per_s"] > 0
         assert row["cost_per_sim_vs_deterministic"] > 0
     assert "illegal" not in err
+
+
+def _chance_row(sims, games, seed, nodes, sampled, half):
+    row = {"game": "2048", "simulations": sims, "games": games, "seed": seed, "run": "r"}
+    for agent, score in (("nodes", nodes), ("sampled", sampled), ("random", 1000.0)):
+        row[agent] = {"score": score, "score_low": score - half, "score_high": score + half}
+    diff, diff_half = nodes - sampled, half * 2**0.5
+    row.update(
+        nodes_minus_sampled=diff,
+        nodes_minus_sampled_low=diff - diff_half,
+        nodes_minus_sampled_high=diff + diff_half,
+    )
+    return row
+
+
+def _pool(tmp_path, *rows):
+    import json
+    import subprocess
+    import sys
+
+    files = []
+    for i, row in enumerate(rows):
+        files.append(tmp_path / f"set{i}.jsonl")
+        files[-1].write_text('{"machine": {}}\n' + json.dumps(row) + "\n")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "chance.py"), "--pool", *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    return proc, lines
+
+
+def test_pooled_2048_sets_weigh_means_by_games_and_add_standard_errors(tmp_path):
+    """`bench/chance.py --pool`: a set of 100 games and one of 300 pool to the games-weighted
+    mean, and the pooled interval's half-width is 1.96 * sqrt(sum((n_i / N * se_i)^2))."""
+    proc, lines = _pool(
+        tmp_path,
+        _chance_row(256, 100, 0, 12_000.0, 10_000.0, 1_000.0),
+        _chance_row(256, 300, 1, 11_000.0, 11_000.0, 500.0),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = lines
+    z = 1.959964
+    se = ((0.25 * 1_000.0 / z) ** 2 + (0.75 * 500.0 / z) ** 2) ** 0.5
+    assert row["games"] == 400 and row["simulations"] == 256
+    assert row["nodes"]["score"] == 11_250.0 and row["sampled"]["score"] == 10_750.0
+    assert abs(row["nodes"]["score_high"] - (11_250.0 + z * se)) < 0.1, row
+    assert row["nodes_minus_sampled"] == 500.0
+    assert abs(row["nodes_minus_sampled_low"] - (500.0 - z * se * 2**0.5)) < 0.1, row
+    assert row["trained_vs_random"] == 11.25
+
+
+def test_pooling_refuses_sets_at_different_budgets_or_one_set_twice(tmp_path):
+    proc, _ = _pool(
+        tmp_path,
+        _chance_row(256, 100, 0, 1.0, 1.0, 1.0),
+        _chance_row(128, 100, 1, 1.0, 1.0, 1.0),
+    )
+    assert proc.returncode == 2 and "different simulations [128, 256]" in proc.stderr
+    same = _chance_row(256, 100, 0, 1.0, 1.0, 1.0)
+    proc, _ = _pool(tmp_path, same, same)
+    assert proc.returncode == 2 and "appear twice" in proc.stderr

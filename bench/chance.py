@@ -90,7 +90,8 @@ def pool_2048(rows: list[dict[str, Any]]) -> dict[str, Any]:
         raise ValueError("--pool: no 2048 rows in the given files")
     sims = {r["simulations"] for r in rows}
     if len(sims) != 1:
-        raise ValueError(f"--pool: the rows were searched with different simulations {sorted(sims)}")
+        found = sorted(sims)
+        raise ValueError(f"--pool: the rows were searched with different simulations {found}")
     sets = [(r.get("run"), r.get("seed"), r["games"]) for r in rows]
     if any(run and sets.count((run, seed, g)) > 1 for run, seed, g in sets):
         raise ValueError("--pool: the same run, seed and games appear twice (one set, not two)")

@@ -100,11 +100,24 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("search.chance_widening=1.5", "search.chance_widening"),
         ("search.fast_simulations=8", "search.fast_simulations"),  # must be below 8
         ("search.full_fraction=0", "search.full_fraction"),
+        ("search.forced_playouts=-1", "search.forced_playouts"),
+        ("search.selector=gumbel search.forced_playouts=2", "search.forced_playouts applies"),
     ],
 )
 def test_config_errors_name_the_key_and_choices(override, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
-        TINY.with_overrides([override])
+        TINY.with_overrides(override.split())
+
+
+def test_the_configured_rule_gets_forced_playouts_and_plays_without_them():
+    from turbozero.alphazero.trainer import make_selector
+
+    for selector in ("puct", "muzero_puct"):
+        cfg = TINY.with_overrides([f"search.selector={selector}", "search.forced_playouts=2"])
+        rule = make_selector(cfg.search)
+        assert rule.options["forced_playouts"] == 2.0
+        assert rule.without_noise().options["forced_playouts"] == 0.0
+    assert make_selector(TINY.search).options["forced_playouts"] == 0.0  # the class default
 
 
 def test_unknown_key_gets_a_suggestion():

@@ -6,6 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tests.games import opening
+from turbozero import envs
+from turbozero.types import StepMetadata
+
 
 def uniform_eval_fn(num_actions: int):
     def eval_fn(params, obs, key):
@@ -45,3 +49,26 @@ def assert_same_pytrees(a, b) -> None:
     assert jax.tree.structure(a) == jax.tree.structure(b)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def bandit(rewards):
+    """One-player game: pick an arm, receive its reward, game over."""
+    rewards = jnp.asarray(rewards, jnp.float32)
+    A = rewards.shape[0]
+
+    def init(key):
+        return jnp.int32(0), opening(1, A)
+
+    def step(state, action):
+        md = StepMetadata(
+            rewards=rewards[action][None],
+            action_mask=jnp.ones((A,), bool),
+            terminated=jnp.bool_(True),
+            cur_player_id=jnp.int32(0),
+            step=jnp.int32(1),
+        )
+        return state + 1, md
+
+    return envs.from_functions(
+        init_fn=init, step_fn=step, observe_fn=lambda s: jnp.zeros((1,)), name="bandit"
+    )

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests.games import opening
 from tests.search.helpers import (
     assert_same_pytrees,
+    bandit,
     linear_eval_fn,
     linear_params,
     play,
@@ -70,29 +71,6 @@ def test_forced_loss_move_is_avoided(ttt_searches, tic_tac_toe, name):
     assert out.action.tolist() == [2, 2]
 
 
-def _bandit(rewards):
-    """One-player game: pick an arm, receive its reward, game over."""
-    rewards = jnp.asarray(rewards, jnp.float32)
-    A = rewards.shape[0]
-
-    def init(key):
-        return jnp.int32(0), opening(1, A)
-
-    def step(state, action):
-        md = StepMetadata(
-            rewards=rewards[action][None],
-            action_mask=jnp.ones((A,), bool),
-            terminated=jnp.bool_(True),
-            cur_player_id=jnp.int32(0),
-            step=jnp.int32(1),
-        )
-        return state + 1, md
-
-    return envs.from_functions(
-        init_fn=init, step_fn=step, observe_fn=lambda s: jnp.zeros((1,)), name="bandit"
-    )
-
-
 def _puct_reference(rewards, sims, c):
     """Plain-Python PUCT on a bandit with a uniform prior and zero root value."""
     A = len(rewards)
@@ -112,7 +90,7 @@ def _puct_reference(rewards, sims, c):
 
 def test_bandit_visit_split_matches_puct_formula():
     rewards = [0.1, 0.5, 0.3]
-    env = _bandit(rewards)
+    env = bandit(rewards)
     s = make_search(
         env,
         uniform_eval_fn(3),

@@ -64,6 +64,7 @@ class SearchConfig(Config):
     chance_widening: float = 1.0  # a chance node opens ceil(n ** w) outcomes at n visits; 1: all
     fast_simulations: int = 0  # 0: off; else the cheap search of playout cap randomisation
     full_fraction: float = 0.25  # with fast_simulations: share of self-play moves searched in full
+    forced_playouts: float = 0.0  # puct rules: KataGo's k (2 there); 0: off; targets pruned
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
@@ -84,6 +85,12 @@ class SearchConfig(Config):
             "search.fast_simulations", self.fast_simulations, low=0, high=self.num_simulations - 1
         )
         check_range("search.full_fraction", self.full_fraction, low=0, high=1, low_inclusive=False)
+        check_range("search.forced_playouts", self.forced_playouts, low=0)
+        if self.forced_playouts and self.selector == "gumbel":
+            raise ConfigError(
+                "search.forced_playouts applies to the puct and muzero_puct selectors (gumbel "
+                "plans its own root visits): set it to 0 or choose another search.selector"
+            )
 
     def capacity_warning(self, chance_nodes: bool = False) -> str | None:
         """One line when a search cannot expand a node for every simulation (the tree fills and

@@ -67,6 +67,7 @@ def make_selector(s: SearchConfig):
             dirichlet_alpha=s.dirichlet_alpha,
             dirichlet_fraction=s.dirichlet_fraction,
             normalize_q=False,
+            forced_playouts=s.forced_playouts,
         )
     if s.selector == "muzero_puct":
         return muzero_puct(
@@ -74,6 +75,7 @@ def make_selector(s: SearchConfig):
             pb_c_base=s.pb_c_base,
             dirichlet_alpha=s.dirichlet_alpha,
             dirichlet_fraction=s.dirichlet_fraction,
+            forced_playouts=s.forced_playouts,
         )
     return gumbel(
         max_num_considered_actions=s.max_num_considered_actions, gumbel_scale=s.gumbel_scale

@@ -7,6 +7,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from turbozero.search.forced import force_playouts, pruned_visit_policy
 from turbozero.search.qtransform import normalize_by_parent_and_siblings
 from turbozero.search.selector import (
     NodeView,
@@ -36,12 +37,28 @@ def _priors(view: NodeView, root_probs: Array, is_root: bool) -> Array:
     return root_probs if is_root else view.prior_probs
 
 
+def _check_forced(k: float) -> None:
+    check_number("forced_playouts", k, low=0.0)
+
+
+def _policy(forced_playouts: float, q_fn, explore):
+    """The rule's policy target: root visits, with the forced ones pruned when they were on."""
+    if not forced_playouts:
+        return lambda root, ctx: visit_policy(root)
+
+    def policy(root: NodeView, root_probs: Array):
+        return pruned_visit_policy(root, root_probs, q_fn(root), explore, forced_playouts)
+
+    return policy
+
+
 def puct(
     *,
     c_puct: float = 1.0,
     dirichlet_alpha: float = 0.3,
     dirichlet_fraction: float = 0.25,
     normalize_q: bool = False,
+    forced_playouts: float = 0.0,
 ) -> Selector:
     """AlphaZero's rule: `Q + c_puct * P * sqrt(N) / (1 + N_a)`.
 
@@ -52,32 +69,46 @@ def puct(
         normalize_q: map Q to [0, 1] by the min and max over the node's value and its visited
             children (needed for returns outside [-1, 1], e.g. one-player scores). Without it an
             unvisited action's Q is 0.
+        forced_playouts: KataGo's `k` (>= 0; 0 = off, KataGo uses 2): every root child gets at
+            least `sqrt(k * P * N)` visits, and the policy target prunes them again
+            (`turbozero.search.forced`). Self-play only: `without_noise` turns it off.
 
     Returns:
-        A `Selector`; its policy target is the root visit distribution.
+        A `Selector`; its policy target is the root visit distribution (pruned of forced
+        visits when `forced_playouts` is on).
     """
     check_number("c_puct", c_puct, low=0.0, strict=True)
     _check_noise(dirichlet_alpha, dirichlet_fraction)
+    _check_forced(forced_playouts)
     options: dict[str, Any] = dict(
         c_puct=c_puct,
         dirichlet_alpha=dirichlet_alpha,
         dirichlet_fraction=dirichlet_fraction,
         normalize_q=normalize_q,
+        forced_playouts=forced_playouts,
     )
+
+    def q_of(view: NodeView) -> Array:
+        return normalize_by_parent_and_siblings(view) if normalize_q else view.child_q
+
+    def explore(view: NodeView, priors: Array) -> Array:
+        return c_puct * priors * jnp.sqrt(view.node_visits.astype(jnp.float32))[:, None]
 
     def select(view: NodeView, root_probs: Array, is_root: bool) -> Array:
         priors = _priors(view, root_probs, is_root)
-        q = normalize_by_parent_and_siblings(view) if normalize_q else view.child_q
-        sqrt_n = jnp.sqrt(view.node_visits.astype(jnp.float32))[:, None]
-        return q + c_puct * priors * sqrt_n / (1.0 + view.child_visits)
+        scores = q_of(view) + explore(view, priors) / (1.0 + view.child_visits)
+        if is_root and forced_playouts:
+            scores = force_playouts(scores, view, priors, forced_playouts)
+        return scores
 
+    off = dict(dirichlet_fraction=0.0, forced_playouts=0.0)
     return Selector(
         name="puct",
         prepare=_prepare(dirichlet_alpha, dirichlet_fraction),
         select=select,
-        policy=lambda root, ctx: visit_policy(root),
+        policy=_policy(forced_playouts, q_of, explore),
         reusable=True,
-        without_noise=lambda: puct(**with_options(options, dirichlet_fraction=0.0)),
+        without_noise=lambda: puct(**with_options(options, **off)),
         options=options,
     )
 
@@ -88,36 +119,47 @@ def muzero_puct(
     pb_c_base: float = 19652.0,
     dirichlet_alpha: float = 0.3,
     dirichlet_fraction: float = 0.25,
+    forced_playouts: float = 0.0,
 ) -> Selector:
     """MuZero's rule with min-max normalised Q (the rule of `mctx.muzero_policy`).
 
     `score = Q_norm + P * sqrt(N) / (1 + N_a) * (pb_c_init + log((N + pb_c_base + 1) / pb_c_base))`
     where `Q_norm` maps the visited children's Q and the node's value to [0, 1] and unvisited
-    actions get 0, so unbounded single-player returns work.
+    actions get 0, so unbounded single-player returns work. `forced_playouts` as in `puct`.
     """
     check_number("pb_c_init", pb_c_init, low=0.0, strict=True)
     check_number("pb_c_base", pb_c_base, low=0.0, strict=True)
     _check_noise(dirichlet_alpha, dirichlet_fraction)
+    _check_forced(forced_playouts)
     options: dict[str, Any] = dict(
         pb_c_init=pb_c_init,
         pb_c_base=pb_c_base,
         dirichlet_alpha=dirichlet_alpha,
         dirichlet_fraction=dirichlet_fraction,
+        forced_playouts=forced_playouts,
     )
+
+    def explore(view: NodeView, priors: Array) -> Array:
+        n = view.node_visits.astype(jnp.float32)[:, None]
+        pb_c = pb_c_init + jnp.log((n + pb_c_base + 1.0) / pb_c_base)
+        return jnp.sqrt(n) * pb_c * priors
 
     def select(view: NodeView, root_probs: Array, is_root: bool) -> Array:
         priors = _priors(view, root_probs, is_root)
-        n = view.node_visits.astype(jnp.float32)[:, None]
-        pb_c = pb_c_init + jnp.log((n + pb_c_base + 1.0) / pb_c_base)
-        explore = jnp.sqrt(n) * pb_c * priors / (view.child_visits + 1.0)
-        return normalize_by_parent_and_siblings(view) + explore
+        scores = normalize_by_parent_and_siblings(view) + explore(view, priors) / (
+            view.child_visits + 1.0
+        )
+        if is_root and forced_playouts:
+            scores = force_playouts(scores, view, priors, forced_playouts)
+        return scores
 
+    off = dict(dirichlet_fraction=0.0, forced_playouts=0.0)
     return Selector(
         name="muzero_puct",
         prepare=_prepare(dirichlet_alpha, dirichlet_fraction),
         select=select,
-        policy=lambda root, ctx: visit_policy(root),
+        policy=_policy(forced_playouts, normalize_by_parent_and_siblings, explore),
         reusable=True,
-        without_noise=lambda: muzero_puct(**with_options(options, dirichlet_fraction=0.0)),
+        without_noise=lambda: muzero_puct(**with_options(options, **off)),
         options=options,
     )

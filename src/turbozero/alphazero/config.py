@@ -319,7 +319,7 @@ def connect_four() -> AlphaZeroConfig:
         temperature_moves=42,  # every move sampled: positions off the best line get targets
         root_value_weight=0.75,  # value target: a quarter outcome, 3/4 the search's root value
         max_episode_steps=42,
-        memory_capacity=512,  # about 32 epochs of play kept, each position drawn ~4 times
+        memory_capacity=1024,  # about 64 epochs of play kept, each position drawn ~4 times
         augment=True,
         train_batch_size=512,
         warmup_steps=16,

@@ -101,6 +101,7 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("search.fast_simulations=8", "search.fast_simulations"),  # must be below 8
         ("search.full_fraction=0", "search.full_fraction"),
         ("search.forced_playouts=-1", "search.forced_playouts"),
+        ("opening_moves=-1", "opening_moves"),
         ("search.selector=gumbel search.forced_playouts=2", "search.forced_playouts applies"),
     ],
 )
@@ -405,3 +406,50 @@ def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only():
     assert full[0].any() and (~full[0]).any()  # both kinds among the 9 steps (this seed)
     np.testing.assert_allclose(policy[full].sum(-1), 1.0, rtol=1e-5)
     assert mem.assigned[:, :9][~full].any()  # cheap positions still get value targets
+
+
+def test_opening_moves_start_games_after_random_legal_moves_that_never_end_them(tic_tac_toe):
+    """With `opening_moves=K` every game (the first and each after a reset) starts from the
+    position after 0..K uniformly random legal moves; without it, from `env.init` on the same
+    keys as before the option existed."""
+    from turbozero.alphazero.selfplay import make_selfplay
+    from turbozero.memory import make_episode_buffer
+    from turbozero.search import make_search, puct
+
+    def eval_fn(params, obs, key):
+        return jax.numpy.zeros((obs.shape[0], 9)), jax.numpy.zeros((obs.shape[0],))
+
+    search = make_search(tic_tac_toe, eval_fn, selector=puct(), num_simulations=2, max_nodes=4)
+    memory = make_episode_buffer(num_games=64, capacity=16, sample_size=2, num_players=2)
+    kw = dict(batch_size=64, max_episode_steps=9)
+    key = jax.random.PRNGKey(3)
+    plain = make_selfplay(search, memory, **kw).init(key).env_states
+    fresh, _ = jax.vmap(tic_tac_toe.init)(jax.random.split(key, 64))
+    for a, b in zip(
+        jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(fresh), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+
+    selfplay = make_selfplay(search, memory, opening_moves=7, **kw)
+    step = jax.jit(selfplay.step)
+    state = selfplay.init(key)
+
+    def moves_made(state):
+        obs = np.asarray(jax.vmap(tic_tac_toe.observe)(state.env_states))
+        md = jax.vmap(tic_tac_toe.metadata)(state.env_states)
+        assert not np.asarray(md.terminated).any()
+        pieces = obs.reshape(64, -1).sum(-1)
+        np.testing.assert_array_equal(np.asarray(md.step), pieces)  # one piece per move
+        return pieces
+
+    first = moves_made(state)
+    assert first.max() <= 7 and len(set(first.tolist())) >= 6  # 0..7, uniformly (this key)
+    restarts = []
+    for k in range(12):
+        before = moves_made(state)
+        state, _ = step(state, None, jax.random.fold_in(key, k))
+        after = moves_made(state)
+        restarts += after[after != before + 1].tolist()  # games that ended and were reset
+    assert len(restarts) >= 64 and max(restarts) <= 7 and len(set(restarts)) >= 6
+    with pytest.raises(ValueError, match="opening_moves"):
+        make_selfplay(search, memory, opening_moves=-1, **kw)

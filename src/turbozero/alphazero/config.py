@@ -120,6 +120,7 @@ class AlphaZeroConfig(Config):
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
     temperature: float = 1.0
     temperature_moves: int = 10
+    opening_moves: int = 0  # self-play games start after 0..this many random moves; 0: off
     max_episode_steps: int = 512
     memory_capacity: int = 128  # positions per game, times (1 + symmetries) with augment
     truncation: str = "drop"  # drop | bootstrap
@@ -169,6 +170,7 @@ class AlphaZeroConfig(Config):
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)
         check_range("temperature_moves", self.temperature_moves, low=0)
+        check_range("opening_moves", self.opening_moves, low=0)
         check_range("max_episode_steps", self.max_episode_steps, low=1)
         check_range("memory_capacity", self.memory_capacity, low=1)
         check_choice("truncation", self.truncation, ["drop", "bootstrap"])

@@ -69,6 +69,7 @@ def make_selfplay(
     augment_fns: Sequence[AugmentFn] = (),
     fast_search: Search | None = None,
     full_fraction: float = 1.0,
+    opening_moves: int = 0,
 ) -> SelfPlay:
     """Configure self-play over `search.env`.
 
@@ -86,11 +87,17 @@ def make_selfplay(
             alone. None: every move is searched with `search`.
         full_fraction: with `fast_search`, the share of self-play steps searched in full,
             in (0, 1]; one draw per step for the whole batch (the batch shares one search).
+        opening_moves: every game starts from the position after a uniformly random number
+            (0 to `opening_moves`) of uniformly random legal moves, played without search and
+            not stored (a move that would end the game is skipped), so that the replay memory
+            also holds positions that strong self-play does not reach. 0: games start from
+            `env.init`.
     """
     batch_size = check_count("batch_size", batch_size, low=1)
     max_episode_steps = check_count("max_episode_steps", max_episode_steps, low=1)
     temperature = check_number("temperature", temperature, low=0.0)
     temperature_moves = check_count("temperature_moves", temperature_moves, low=0)
+    opening_moves = check_count("opening_moves", opening_moves, low=0)
     env = search.env
     P = env.num_players
     if (memory.num_games, memory.num_players) != (batch_size, P):
@@ -118,11 +125,34 @@ def make_selfplay(
             f"{search.discount}: value targets would mix the two (give both the same discount)"
         )
 
+    def start(key: PRNGKey):
+        """`batch_size` fresh games, each `opening_moves` random moves in at most."""
+        if not opening_moves:  # (the same keys as before the option existed)
+            return jax.vmap(env.init)(jax.random.split(key, batch_size))[0]
+        k_init, k_count, k_moves = jax.random.split(key, 3)
+        states, _ = jax.vmap(env.init)(jax.random.split(k_init, batch_size))
+        count = jax.random.randint(k_count, (batch_size,), 0, opening_moves + 1)
+
+        def move(i, states):
+            k_act, k_step = jax.random.split(jax.random.fold_in(k_moves, i))
+            md = jax.vmap(env.metadata)(states)
+            logits = jnp.where(md.action_mask, 0.0, -jnp.inf)
+            action = jax.random.categorical(k_act, logits, axis=-1)
+            stepped, nmd = jax.vmap(env.step)(states, action, jax.random.split(k_step, batch_size))
+            keep = (i < count) & ~nmd.terminated & ~nmd.truncated
+            return jax.tree_util.tree_map(
+                lambda n, o: jnp.where(keep.reshape((-1,) + (1,) * (n.ndim - 1)), n, o),
+                stepped,
+                states,
+            )
+
+        return jax.lax.fori_loop(0, opening_moves, move, states)
+
     def experience(obs, policy, mask, root_value):
         return {"observation": obs, "policy": policy, "mask": mask, "root_value": root_value}
 
     def init(key: PRNGKey) -> SelfPlayState:
-        states, _ = jax.vmap(env.init)(jax.random.split(key, batch_size))
+        states = start(key)
         obs = env.observe(jax.tree_util.tree_map(lambda x: x[0], states))
         A = env.num_actions
         example = experience(
@@ -181,7 +211,7 @@ def make_selfplay(
         episode_return = state.episode_return + nmd.rewards
         tree = search.advance(tree, out.action, outcome)
         tree = search.reset(tree, done)
-        fresh, _ = jax.vmap(env.init)(jax.random.split(k_reset, batch_size))
+        fresh = start(k_reset)
         env_states = jax.tree_util.tree_map(
             lambda f, n: jnp.where(done.reshape((-1,) + (1,) * (n.ndim - 1)), f, n),
             fresh,

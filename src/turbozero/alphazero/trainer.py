@@ -226,6 +226,7 @@ def make_alphazero(
         augment_fns=augment,
         fast_search=fast_search,
         full_fraction=cfg.search.full_fraction,
+        opening_moves=cfg.opening_moves,
     )
     lr = learning_rate_schedule(cfg)
     if optimizer is None:

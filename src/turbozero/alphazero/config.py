@@ -309,7 +309,7 @@ def tic_tac_toe() -> AlphaZeroConfig:
 
 @register_preset(
     "connect_four",
-    "Connect Four, ResNet 2x32, 32 simulations, 30 minutes of training on CPU",
+    "Connect Four, ResNet 2x32, 32 simulations (128 at play), 30 minutes of training on CPU",
     algorithm="alphazero",
 )
 def connect_four() -> AlphaZeroConfig:
@@ -330,6 +330,7 @@ def connect_four() -> AlphaZeroConfig:
         num_epochs=1000,
         max_wall_seconds=1800.0,
         eval_every=10,
+        eval_simulations=128,  # plays (evaluation, eval, play) with 4x self-play's search
         eval_games=32,
         eval_opponents=("random",),
         eval_accuracy=True,

@@ -28,7 +28,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src
 
 unit: $(STAMP)
-	$(BIN)/pytest -q -m "not slow" -n 2 --dist loadfile
+	$(BIN)/pytest -q -m "not slow" -n 2 --dist loadfile --max-worker-restart 0
 
 test: lint typecheck unit
 

@@ -1,0 +1,43 @@
+"""What `make test` runs: its pytest command fails fast, naming the test, when a worker dies."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+from tests.subprocesses import ROOT
+
+KILLER = "import os\n\n\ndef test_dies():\n    os.kill(os.getpid(), 9)\n"
+PASSING = "def test_passes():\n    pass\n"
+
+
+def unit_pytest_args() -> list[str]:
+    """The arguments `make unit` (part of `make test`) gives pytest, read from the Makefile."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    recipe = lines[lines.index("unit: $(STAMP)") + 1]
+    words = shlex.split(recipe.strip())
+    assert words[0] == "$(BIN)/pytest", recipe
+    return words[1:]
+
+
+def test_a_worker_killed_mid_test_fails_the_run_naming_its_test_instead_of_hanging(tmp_path):
+    """A test that takes its xdist worker down (a native abort, the OOM killer) must end the
+    run red with the test's name. Under `--dist loadfile`, xdist's replacement worker can wait
+    forever for work (pytest-xdist 3.8, issue 784 there): with two killing files and one passing
+    file this hangs unless the Makefile turns worker restarts off."""
+    (tmp_path / "test_1_kill.py").write_text(KILLER)
+    (tmp_path / "test_2_pass.py").write_text(PASSING)
+    (tmp_path / "test_3_kill.py").write_text(KILLER)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *unit_pytest_args(), "-p", "no:cacheprovider", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "crashed while running 'test_1_kill.py::test_dies'" in out or (
+        "crashed while running 'test_3_kill.py::test_dies'" in out
+    ), out

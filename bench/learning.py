@@ -81,6 +81,7 @@ def run_recipe(
         "mistakes": round((1 - acc.result) * acc.num_positions),
         "positions": acc.num_positions,
         "phases": acc.phases,
+        "by_result": acc.by_result,
         "epochs": summary["epochs"],
         "env_steps": summary["env_steps"],
         "seconds": round(summary["wall_seconds"], 1),

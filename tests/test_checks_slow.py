@@ -80,6 +80,7 @@ def test_tic_tac_toe_preset_reaches_perfect_play_within_10_minutes(tmp_path):
     accuracy = json.loads(_turbozero("eval", str(run), "--accuracy", "--json", timeout=600))
     # a value-keeping move in every reachable position, at the preset's own simulation count
     assert accuracy["positions"] == 4520 and accuracy["accuracy_result"] == 1.0, accuracy
+    assert all(r["result"] == 1.0 for r in accuracy["by_result"].values()), accuracy
 
 
 def test_the_readme_tour_leaves_the_agent_it_promises(tmp_path):

@@ -220,6 +220,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "accuracy_result": acc.result,
             "accuracy_best": acc.best,
             "phases": acc.phases,
+            "by_result": acc.by_result,
         }
     elif env.num_players == 1:
         if args.vs is not None:
@@ -287,7 +288,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for k, v in out.items():
             if k in ("as_first", "as_second"):
                 v = "{} wins, {} draws, {} losses".format(*v)
-            elif k == "phases":
+            elif k in ("phases", "by_result"):
                 v = "; ".join(
                     f"{name}: result {p['result']:.3f}, best {p['best']:.3f} "
                     f"({p['positions']} positions)"

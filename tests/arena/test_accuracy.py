@@ -131,6 +131,30 @@ def test_an_illegal_or_wrong_move_is_a_mistake():
     assert accuracy_of_actions(positions, np.full(4520, 99)).result == 0.0
 
 
+def test_accuracy_is_split_by_the_positions_own_result():
+    # three positions with two moves each: a win (one move keeps it), a draw (one move keeps
+    # it), a loss (every move keeps it); the second move is played everywhere
+    positions = PositionSet(
+        game="tic_tac_toe",
+        moves=np.full((3, 1), -1, np.int32),
+        scores=np.array([[2.0, -1.0], [0.0, -3.0], [-1.0, -2.0]], np.float32),
+        phases={"all": (0, 0)},
+    )
+    assert positions.results.tolist() == [1, 0, -1]
+    acc = accuracy_of_actions(positions, np.array([1, 1, 1]))
+    assert acc.result == pytest.approx(1 / 3)
+    assert acc.by_result == {
+        "win": {"result": 0.0, "best": 0.0, "positions": 1},
+        "draw": {"result": 0.0, "best": 0.0, "positions": 1},
+        "loss": {"result": 1.0, "best": 0.0, "positions": 1},
+    }
+    # a class without positions is left out, and the classes cover every position
+    acc = accuracy_of_actions(tic_tac_toe_positions(), np.zeros(4520, np.int64))
+    assert sum(r["positions"] for r in acc.by_result.values()) == 4520
+    only_wins = PositionSet("tic_tac_toe", positions.moves[:1], positions.scores[:1], {})
+    assert set(accuracy_of_actions(only_wins, np.array([0])).by_result) == {"win"}
+
+
 def test_positions_for_a_game_without_a_solver_is_refused():
     with pytest.raises(ValueError, match="no solver for 'othello'"):
         positions_for("othello")

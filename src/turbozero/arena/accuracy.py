@@ -10,6 +10,9 @@ score of every move `[N, A]`. The measure asks an agent for one move in each pos
   prefers faster wins and slower losses, which an undiscounted agent has no reason to; for
   tic-tac-toe (win/draw/loss values only) the two are the same.
 
+Both are also reported by game phase (plies played) and by the position's own result for the
+mover (won, drawn, lost), which says where an agent's mistakes sit.
+
 Sets (`positions_for`):
 - tic-tac-toe: all 4,520 reachable non-terminal positions, labelled by the minimax table;
 - Connect Four: random legal play of 8 to 24 plies from the start (non-terminal, deduplicated,
@@ -74,10 +77,16 @@ class PositionSet:
         return self.scores > ILLEGAL_SCORE
 
     @property
+    def results(self) -> np.ndarray:
+        """`[N]` the position's game-theoretic result for the player to move: 1 a win, 0 a
+        draw, -1 a loss (the best result among its moves)."""
+        return np.where(self.legal, np.sign(self.scores), -2.0).max(axis=1)
+
+    @property
     def keeps_result(self) -> np.ndarray:
         """`[N, A]` bool: the move keeps the position's game-theoretic result."""
         result = np.where(self.legal, np.sign(self.scores), -2.0)
-        return self.legal & (result == result.max(axis=1, keepdims=True))
+        return self.legal & (result == self.results[:, None])
 
     @property
     def is_best(self) -> np.ndarray:
@@ -87,12 +96,18 @@ class PositionSet:
 
 @dataclasses.dataclass(frozen=True)
 class Accuracy:
-    """An agent's move accuracy on a `PositionSet` (shares in [0, 1])."""
+    """An agent's move accuracy on a `PositionSet` (shares in [0, 1]).
+
+    `phases` splits it by plies played, `by_result` by the position's own result for the mover
+    (`"win"`, `"draw"`, `"loss"`; in a lost position every move keeps the result, so its share
+    is 1): each entry `{"result", "best", "positions"}`, a class with no position left out.
+    """
 
     result: float
     best: float
     num_positions: int
-    phases: dict[str, dict[str, float]]  # {phase: {"result", "best", "positions"}}
+    phases: dict[str, dict[str, float]]
+    by_result: dict[str, dict[str, float]]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -100,17 +115,22 @@ class Accuracy:
 
 def _shares(positions: PositionSet, keeps: np.ndarray, best: np.ndarray) -> Accuracy:
     """`keeps`, `best`: `[N]` float per position (hit or expected hit)."""
-    phases = {}
-    plies = positions.plies
-    for name, (lo, hi) in positions.phases.items():
-        sel = (plies >= lo) & (plies <= hi)
-        if sel.any():
-            phases[name] = {
+
+    def split(selections: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+        return {
+            name: {
                 "result": float(keeps[sel].mean()),
                 "best": float(best[sel].mean()),
                 "positions": int(sel.sum()),
             }
-    return Accuracy(float(keeps.mean()), float(best.mean()), len(positions), phases)
+            for name, sel in selections.items()
+            if sel.any()
+        }
+
+    plies, results = positions.plies, positions.results
+    phases = split({n: (plies >= lo) & (plies <= hi) for n, (lo, hi) in positions.phases.items()})
+    by_result = split({n: results == v for n, v in (("win", 1), ("draw", 0), ("loss", -1))})
+    return Accuracy(float(keeps.mean()), float(best.mean()), len(positions), phases, by_result)
 
 
 def random_accuracy(positions: PositionSet) -> Accuracy:

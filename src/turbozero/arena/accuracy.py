@@ -85,8 +85,7 @@ class PositionSet:
     @property
     def keeps_result(self) -> np.ndarray:
         """`[N, A]` bool: the move keeps the position's game-theoretic result."""
-        result = np.where(self.legal, np.sign(self.scores), -2.0)
-        return self.legal & (result == self.results[:, None])
+        return self.legal & (np.sign(self.scores) == self.results[:, None])
 
     @property
     def is_best(self) -> np.ndarray:

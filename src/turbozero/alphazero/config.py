@@ -29,11 +29,15 @@ class NetworkConfig(Config):
     hidden: tuple[int, ...] = (128, 128)
     norm: str = "batch"  # batch | layer
     value_bins: int = 0  # 0: scalar value (tanh for 2 players) + MSE; >= 2: categorical bins
+    policy_channels: int = 2  # resnet: channels of the policy head's 1x1 convolution
+    value_channels: int = 1  # resnet: channels of the value head's 1x1 convolution
 
     def validate(self) -> None:
         check_choice("network.kind", self.kind, ["resnet", "mlp"])
         check_range("network.num_blocks", self.num_blocks, low=0)
         check_range("network.num_channels", self.num_channels, low=1)
+        check_range("network.policy_channels", self.policy_channels, low=1)
+        check_range("network.value_channels", self.value_channels, low=1)
         check_choice("network.norm", self.norm, ["batch", "layer"])
         if self.value_bins == 1 or self.value_bins < 0:
             raise ValueError(f"network.value_bins must be 0 or >= 2, got {self.value_bins}")

@@ -93,6 +93,8 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
                 norm=n.norm,
                 value_bins=n.value_bins,
                 bounded_value=env.num_players == 2,
+                policy_channels=n.policy_channels,
+                value_channels=n.value_channels,
             )
         )
     return PolicyValueMLP(

@@ -26,6 +26,10 @@ class AZResnetConfig:
             False for one-player returns, which the trainer scales by `value_scale` but does not
             bound (as `PolicyValueMLP`).
         model_type: accepted for compatibility with the tutorial; must be "resnet".
+        policy_channels: channels of the policy head's 1x1 convolution, >= 1.
+        value_channels: channels of the value head's 1x1 convolution, >= 1: the value head
+            reads the torso through `H * W * value_channels` numbers (1 and 2 are the AlphaGo
+            Zero heads; AlphaZero.jl's Connect Four network uses 4 and 32).
     """
 
     policy_head_out_size: int
@@ -35,11 +39,15 @@ class AZResnetConfig:
     value_bins: int = 0
     bounded_value: bool = True
     model_type: str = "resnet"
+    policy_channels: int = 2
+    value_channels: int = 1
 
     def __post_init__(self) -> None:
         check_count("policy_head_out_size", self.policy_head_out_size, low=1)
         check_count("num_blocks", self.num_blocks, low=0)
         check_count("num_channels", self.num_channels, low=1)
+        check_count("policy_channels", self.policy_channels, low=1)
+        check_count("value_channels", self.value_channels, low=1)
         if self.norm not in ("batch", "layer"):
             raise ValueError(f"norm must be 'batch' or 'layer', got {self.norm!r}")
         if check_count("value_bins", self.value_bins, low=0) == 1:
@@ -96,10 +104,10 @@ class AZResnet(nn.Module):
         x = nn.relu(_Norm(cfg.norm)(x, train))
         for _ in range(cfg.num_blocks):
             x = _Block(cfg.num_channels, cfg.norm)(x, train)
-        p = nn.Conv(2, (1, 1), use_bias=False)(x)
+        p = nn.Conv(cfg.policy_channels, (1, 1), use_bias=False)(x)
         p = nn.relu(_Norm(cfg.norm)(p, train)).reshape(x.shape[0], -1)
         logits = nn.Dense(cfg.policy_head_out_size)(p)
-        v = nn.Conv(1, (1, 1), use_bias=False)(x)
+        v = nn.Conv(cfg.value_channels, (1, 1), use_bias=False)(x)
         v = nn.relu(_Norm(cfg.norm)(v, train)).reshape(x.shape[0], -1)
         v = nn.relu(nn.Dense(cfg.num_channels)(v))
         if cfg.value_bins:

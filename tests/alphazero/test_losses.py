@@ -174,6 +174,42 @@ def test_resnet_sizes_must_be_ints():
         AZResnetConfig(policy_head_out_size=9, num_blocks=1.5)
 
 
+def test_the_resnet_heads_have_the_configured_widths_and_default_to_alphago_zeros():
+    """`policy_channels` and `value_channels` size the heads' 1x1 convolutions (and so the
+    dense layers that read them); their defaults, 2 and 1, keep the parameter tree of runs
+    written before the options existed."""
+    from turbozero.alphazero.trainer import make_network
+    from turbozero.nets import AZResnet, AZResnetConfig
+
+    boards = jnp.zeros((1, 6, 7, 2))
+
+    def shapes(**kw):
+        net = AZResnet(AZResnetConfig(policy_head_out_size=7, num_channels=8, **kw))
+        params = net.init(jax.random.PRNGKey(0), boards)["params"]
+        return {k: v["kernel"].shape for k, v in params.items() if "kernel" in v}
+
+    default = shapes()
+    assert default["Conv_1"] == (1, 1, 8, 2) and default["Dense_0"] == (6 * 7 * 2, 7)
+    assert default["Conv_2"] == (1, 1, 8, 1) and default["Dense_1"] == (6 * 7 * 1, 8)
+    wide = shapes(policy_channels=4, value_channels=32)
+    assert wide["Conv_1"] == (1, 1, 8, 4) and wide["Dense_0"] == (6 * 7 * 4, 7)
+    assert wide["Conv_2"] == (1, 1, 8, 32) and wide["Dense_1"] == (6 * 7 * 32, 8)
+    assert set(wide) == set(default)
+
+    from turbozero import envs
+
+    cfg = TINY.with_overrides(
+        ["network.kind=resnet", "network.value_channels=3", "network.policy_channels=5"]
+    )
+    net = make_network(cfg, envs.make("tic_tac_toe"))
+    assert (net.config.value_channels, net.config.policy_channels) == (3, 5)
+    for field in ("value_channels", "policy_channels"):
+        with pytest.raises(ValueError, match=rf"network\.{field} must be in \[1, .*\], got 0"):
+            TINY.with_overrides([f"network.{field}=0"])
+        with pytest.raises(ValueError, match=rf"{field} must be an int >= 1, got 0"):
+            AZResnetConfig(policy_head_out_size=9, **{field: 0})
+
+
 @pytest.mark.parametrize("norm", ["batch", "layer"])
 def test_the_resnet_value_and_policy_depend_on_the_board_with_either_norm(norm):
     """With layer norm over the channels alone, the value head's one-channel map normalised to

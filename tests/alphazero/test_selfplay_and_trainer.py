@@ -102,6 +102,7 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("search.full_fraction=0", "search.full_fraction"),
         ("search.forced_playouts=-1", "search.forced_playouts"),
         ("opening_moves=-1", "opening_moves"),
+        ("root_value=max", "root_value"),
         ("search.selector=gumbel search.forced_playouts=2", "search.forced_playouts applies"),
     ],
 )
@@ -406,6 +407,48 @@ def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only():
     assert full[0].any() and (~full[0]).any()  # both kinds among the 9 steps (this seed)
     np.testing.assert_allclose(policy[full].sum(-1), 1.0, rtol=1e-5)
     assert mem.assigned[:, :9][~full].any()  # cheap positions still get value targets
+
+
+def test_the_greedy_root_value_is_the_q_of_the_most_visited_move():
+    """`root_value="best"` stores the Q of each root's most visited move (the root's mean
+    value where nothing was visited); the class default, "mean", stores the root's mean."""
+    import jax.numpy as jnp
+
+    from turbozero.alphazero.selfplay import make_selfplay, stored_root_value
+    from turbozero.search import SearchOutput
+
+    visits = jnp.array([[1, 5, 2], [0, 0, 0], [3, 0, 3]], jnp.int32)
+    q = jnp.array([[0.9, -0.2, 0.5], [0.0, 0.0, 0.0], [0.4, 0.0, -0.6]])
+    zeros = jnp.zeros((3,), jnp.int32)
+    out = SearchOutput(
+        action=zeros,
+        action_weights=visits / 8.0,
+        root_value=jnp.array([0.1, 0.3, -0.1]),
+        q_values=q,
+        visit_counts=visits,
+        max_depth=zeros,
+        tree_fullness=jnp.zeros((3,)),
+        full_events=zeros,
+        root_player=zeros,
+    )
+    np.testing.assert_allclose(stored_root_value(out), [-0.2, 0.3, 0.4])  # ties: the first
+
+    stored = []
+    for kind in ("mean", "best"):
+        az = make_alphazero(TINY.with_overrides([f"root_value={kind}"]))
+        state = az.init(jax.random.PRNGKey(0))
+        state, _ = jax.jit(az.collect, static_argnums=1)(state, 3)
+        stored.append(np.asarray(state.selfplay.memory.experience["root_value"][:, :3]))
+    assert np.all(np.abs(stored[0]) <= 1) and np.all(np.abs(stored[1]) <= 1)
+    assert not np.allclose(stored[0], stored[1])  # the same games, other values stored
+    with pytest.raises(ValueError, match=r"root_value must be one of \('mean', 'best'\)"):
+        make_selfplay(
+            az.selfplay.search,
+            az.selfplay.memory,
+            batch_size=TINY.num_games,
+            max_episode_steps=9,
+            root_value="max",
+        )
 
 
 def test_opening_moves_start_games_after_random_legal_moves_that_never_end_them(tic_tac_toe):

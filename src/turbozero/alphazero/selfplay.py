@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from turbozero import struct
 from turbozero.memory import EpisodeBuffer, EpisodeBufferState
-from turbozero.search import Search, Tree, value_vector
+from turbozero.search import Search, SearchOutput, Tree, value_vector
 from turbozero.types import Array, Params, PRNGKey, PyTree
 from turbozero.validate import check_count, check_number
 
@@ -58,6 +58,18 @@ def temperature_schedule(move: Array, *, temperature: float, temperature_moves: 
     return jnp.where(move < temperature_moves, temperature, 0.0)
 
 
+ROOT_VALUES = ("mean", "best")
+
+
+def stored_root_value(out: SearchOutput) -> Array:
+    """`[B]` the Q of each root's most visited move, for the player to move; the root's mean
+    value where no child was visited."""
+    best = jnp.argmax(out.visit_counts, axis=-1)
+    q = jnp.take_along_axis(out.q_values, best[:, None], axis=-1)[:, 0]
+    visited = jnp.take_along_axis(out.visit_counts, best[:, None], axis=-1)[:, 0] > 0
+    return jnp.where(visited, q, out.root_value)
+
+
 def make_selfplay(
     search: Search,
     memory: EpisodeBuffer,
@@ -70,6 +82,7 @@ def make_selfplay(
     fast_search: Search | None = None,
     full_fraction: float = 1.0,
     opening_moves: int = 0,
+    root_value: str = "mean",
 ) -> SelfPlay:
     """Configure self-play over `search.env`.
 
@@ -92,12 +105,19 @@ def make_selfplay(
             not stored (a move that would end the game is skipped), so that the replay memory
             also holds positions that strong self-play does not reach. 0: games start from
             `env.init`.
+        root_value: the search value stored with each position (the value target's
+            `root_value_weight` share): "mean", the root's mean value over the search's
+            simulations, or "best", the Q of the root's most visited move, a greedy backup that
+            exploratory visits to weaker moves do not pull down (Willemsen, Baier and Kaisers,
+            2021, "Value targets in off-policy AlphaZero: a new greedy backup").
     """
     batch_size = check_count("batch_size", batch_size, low=1)
     max_episode_steps = check_count("max_episode_steps", max_episode_steps, low=1)
     temperature = check_number("temperature", temperature, low=0.0)
     temperature_moves = check_count("temperature_moves", temperature_moves, low=0)
     opening_moves = check_count("opening_moves", opening_moves, low=0)
+    if root_value not in ROOT_VALUES:
+        raise ValueError(f"root_value must be one of {ROOT_VALUES}, got {root_value!r}")
     env = search.env
     P = env.num_players
     if (memory.num_games, memory.num_players) != (batch_size, P):
@@ -181,12 +201,13 @@ def make_selfplay(
             tree, out = jax.lax.cond(full, search.search, fast_search.search, *args)
             target = jnp.where(full, out.action_weights, 0.0)  # fast: no policy target
         obs = jax.vmap(env.observe)(state.env_states)
+        stored = stored_root_value(out) if root_value == "best" else out.root_value
         mem = memory.add(
-            state.memory, experience(obs, target, md.action_mask, out.root_value), md.cur_player_id
+            state.memory, experience(obs, target, md.action_mask, stored), md.cur_player_id
         )
         for fn in augment_fns:
             o2, p2, m2 = jax.vmap(fn)(obs, target, md.action_mask)
-            mem = memory.add(mem, experience(o2, p2, m2, out.root_value), md.cur_player_id)
+            mem = memory.add(mem, experience(o2, p2, m2, stored), md.cur_player_id)
         keys = jax.random.split(k_env, batch_size)
         outcome = None
         if env.chance is None:

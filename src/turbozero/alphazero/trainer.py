@@ -229,6 +229,7 @@ def make_alphazero(
         fast_search=fast_search,
         full_fraction=cfg.search.full_fraction,
         opening_moves=cfg.opening_moves,
+        root_value=cfg.root_value,
     )
     lr = learning_rate_schedule(cfg)
     if optimizer is None:

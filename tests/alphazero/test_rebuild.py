@@ -123,3 +123,20 @@ def _local_module_in_a_function():
             return nn.Dense(9)(h), jnp.tanh(nn.Dense(1)(h))[:, 0]
 
     return Hidden()
+
+
+def test_a_network_setting_added_later_is_described_only_when_changed():
+    """A run records a description of the network it was given from Python and a resumed run
+    must match it; fields added to `AZResnetConfig` after such runs existed (the heads' widths)
+    are left out at their defaults, so those runs still resume."""
+    from turbozero.nets import AZResnet, AZResnetConfig
+
+    before = (
+        "AZResnet(config=AZResnetConfig(policy_head_out_size=9, num_blocks=2, num_channels=16, "
+        "norm='batch', value_bins=0, bounded_value=True, model_type='resnet'))"
+    )
+    (plain,) = describe_parts({"module": AZResnet(AZResnetConfig(policy_head_out_size=9))}).values()
+    assert plain == before
+    wide = AZResnet(AZResnetConfig(policy_head_out_size=9, value_channels=4))
+    (described,) = describe_parts({"module": wide}).values()
+    assert described == before.replace("'resnet'))", "'resnet', value_channels=4))")

@@ -410,15 +410,16 @@ def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only():
 
 
 def test_the_greedy_root_value_is_the_q_of_the_most_visited_move():
-    """`root_value="best"` stores the Q of each root's most visited move (the root's mean
-    value where nothing was visited); the class default, "mean", stores the root's mean."""
+    """`root_value="best"` stores the Q of each root's most visited move for the player to move
+    (ties, as Gumbel's sequential halving leaves them, to the higher Q; the root's mean value
+    where nothing was visited); the class default, "mean", stores the root's mean."""
     import jax.numpy as jnp
 
-    from turbozero.alphazero.selfplay import make_selfplay, stored_root_value
+    from turbozero.alphazero.selfplay import greedy_root_value, make_selfplay
     from turbozero.search import SearchOutput
 
     visits = jnp.array([[1, 5, 2], [0, 0, 0], [3, 0, 3]], jnp.int32)
-    q = jnp.array([[0.9, -0.2, 0.5], [0.0, 0.0, 0.0], [0.4, 0.0, -0.6]])
+    q = jnp.array([[0.9, -0.2, 0.5], [0.0, 0.0, 0.0], [-0.6, 0.0, 0.4]])
     zeros = jnp.zeros((3,), jnp.int32)
     out = SearchOutput(
         action=zeros,
@@ -431,7 +432,22 @@ def test_the_greedy_root_value_is_the_q_of_the_most_visited_move():
         full_events=zeros,
         root_player=zeros,
     )
-    np.testing.assert_allclose(stored_root_value(out), [-0.2, 0.3, 0.4])  # ties: the first
+    np.testing.assert_allclose(greedy_root_value(out), [-0.2, 0.3, 0.4])
+
+    # X (to move) wins at once with square 2: the search's greedy value is the win, +1 for
+    # the mover, while the mean over its simulations is pulled down by the other moves
+    az = make_alphazero(TINY.with_overrides(["root_value=best"]))
+    env = az.env
+    state, _ = env.init(jax.random.PRNGKey(0))
+    for square in (0, 3, 1, 4):
+        state, _ = env.step(state, jnp.int32(square), jax.random.PRNGKey(0))
+    batch = jax.tree_util.tree_map(lambda x: jnp.stack([x] * TINY.num_games), state)
+    params = az.init(jax.random.PRNGKey(0)).params
+    search = az.selfplay.search
+    _, found = search.search(search.init(TINY.num_games), params, batch, jax.random.PRNGKey(1))
+    assert np.all(np.asarray(found.action) == 2)
+    np.testing.assert_allclose(greedy_root_value(found), 1.0, rtol=1e-6)
+    assert np.all(np.asarray(found.root_value) < 0.99)
 
     stored = []
     for kind in ("mean", "best"):

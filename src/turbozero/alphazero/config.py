@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from turbozero.alphazero.selfplay import ROOT_VALUES
 from turbozero.config import (
     SEED_MAX,
     SEED_MIN,
@@ -188,7 +189,7 @@ class AlphaZeroConfig(Config):
         check_range("value_scale", self.value_scale, low=0, low_inclusive=False)
         check_range("value_weight", self.value_weight, low=0)
         check_range("root_value_weight", self.root_value_weight, low=0, high=1)
-        check_choice("root_value", self.root_value, ["mean", "best"])
+        check_choice("root_value", self.root_value, list(ROOT_VALUES))
         check_range("train_batch_size", self.train_batch_size, low=1)
         check_range("warmup_steps", self.warmup_steps, low=0)
         check_range("collection_steps_per_epoch", self.collection_steps_per_epoch, low=1)

@@ -61,13 +61,14 @@ def temperature_schedule(move: Array, *, temperature: float, temperature_moves: 
 ROOT_VALUES = ("mean", "best")
 
 
-def stored_root_value(out: SearchOutput) -> Array:
-    """`[B]` the Q of each root's most visited move, for the player to move; the root's mean
-    value where no child was visited."""
-    best = jnp.argmax(out.visit_counts, axis=-1)
-    q = jnp.take_along_axis(out.q_values, best[:, None], axis=-1)[:, 0]
-    visited = jnp.take_along_axis(out.visit_counts, best[:, None], axis=-1)[:, 0] > 0
-    return jnp.where(visited, q, out.root_value)
+def greedy_root_value(out: SearchOutput) -> Array:
+    """`[B]` the Q of each root's most visited move, for the player to move (among moves
+    visited equally often, as Gumbel's sequential halving leaves its survivors, the highest
+    Q); the root's mean value where no child was visited."""
+    visits = out.visit_counts
+    most = (visits == jnp.max(visits, axis=-1, keepdims=True)) & (visits > 0)
+    q = jnp.max(jnp.where(most, out.q_values, -jnp.inf), axis=-1)
+    return jnp.where(jnp.any(most, axis=-1), q, out.root_value)
 
 
 def make_selfplay(
@@ -107,9 +108,10 @@ def make_selfplay(
             `env.init`.
         root_value: the search value stored with each position (the value target's
             `root_value_weight` share): "mean", the root's mean value over the search's
-            simulations, or "best", the Q of the root's most visited move, a greedy backup that
-            exploratory visits to weaker moves do not pull down (Willemsen, Baier and Kaisers,
-            2021, "Value targets in off-policy AlphaZero: a new greedy backup").
+            simulations, or "best", the Q of the root's most visited move (`greedy_root_value`):
+            a greedy value, which the search's exploratory visits to weaker moves do not pull
+            down (after the greedy backups of Willemsen, Baier and Kaisers, 2021, "Value
+            targets in off-policy AlphaZero: a new greedy backup").
     """
     batch_size = check_count("batch_size", batch_size, low=1)
     max_episode_steps = check_count("max_episode_steps", max_episode_steps, low=1)
@@ -201,7 +203,7 @@ def make_selfplay(
             tree, out = jax.lax.cond(full, search.search, fast_search.search, *args)
             target = jnp.where(full, out.action_weights, 0.0)  # fast: no policy target
         obs = jax.vmap(env.observe)(state.env_states)
-        stored = stored_root_value(out) if root_value == "best" else out.root_value
+        stored = greedy_root_value(out) if root_value == "best" else out.root_value
         mem = memory.add(
             state.memory, experience(obs, target, md.action_mask, stored), md.cur_player_id
         )

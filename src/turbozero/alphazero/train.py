@@ -102,7 +102,8 @@ def _canonical(x: Any, seen: frozenset[int] = frozenset()) -> str:
     """A description of `x` that is the same in every process and Python session: dataclass
     fields (a flax module's) by name, sets sorted, functions by name (not by the module path a
     library may move them to), bound methods with their object; no memory addresses, no
-    hash-dependent orders, no library's display format. Long texts are hashed."""
+    hash-dependent orders, no library's display format. Long texts are hashed. A field added
+    after runs were recorded (`turbozero.struct.ADDED_LATER`) is left out at its default."""
     if id(x) in seen:
         return "<cycle>"
     seen = seen | {id(x)}
@@ -112,7 +113,14 @@ def _canonical(x: Any, seen: frozenset[int] = frozenset()) -> str:
 
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         skip = ("parent", "name") if isinstance(x, nn.Module) else ()
-        fields = [f for f in dataclasses.fields(x) if f.name not in skip]
+        fields = [
+            f
+            for f in dataclasses.fields(x)
+            if f.name not in skip
+            and not (
+                f.metadata.get("describe_if_changed") and getattr(x, f.name, f.default) == f.default
+            )
+        ]
         inner = ", ".join(f"{f.name}={c(getattr(x, f.name, '<unset>'))}" for f in fields)
         text = f"{type(x).__name__}({inner})"
     elif isinstance(x, set | frozenset):

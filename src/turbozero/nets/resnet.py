@@ -7,6 +7,7 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
+from turbozero.struct import ADDED_LATER
 from turbozero.types import Array
 from turbozero.validate import check_count
 
@@ -28,8 +29,10 @@ class AZResnetConfig:
         model_type: accepted for compatibility with the tutorial; must be "resnet".
         policy_channels: channels of the policy head's 1x1 convolution, >= 1.
         value_channels: channels of the value head's 1x1 convolution, >= 1: the value head
-            reads the torso through `H * W * value_channels` numbers (1 and 2 are the AlphaGo
-            Zero heads; AlphaZero.jl's Connect Four network uses 4 and 32).
+            reads the torso through `H * W * value_channels` numbers.
+
+    AlphaGo Zero's heads have 2 policy and 1 value channels (the defaults); AlphaZero.jl's
+    Connect Four network has 4 policy and 32 value channels.
     """
 
     policy_head_out_size: int
@@ -39,8 +42,8 @@ class AZResnetConfig:
     value_bins: int = 0
     bounded_value: bool = True
     model_type: str = "resnet"
-    policy_channels: int = 2
-    value_channels: int = 1
+    policy_channels: int = dataclasses.field(default=2, metadata=ADDED_LATER)
+    value_channels: int = dataclasses.field(default=1, metadata=ADDED_LATER)
 
     def __post_init__(self) -> None:
         check_count("policy_head_out_size", self.policy_head_out_size, low=1)

@@ -230,7 +230,8 @@ def test_simulation_counts_a_tree_cannot_hold_are_refused_by_their_own_name(sett
 
 def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
     """A run directory's config.json from before `eval_accuracy`, `eval_accuracy_positions` and
-    `root_value_weight` existed: the class defaults of the new fields are what it ran with."""
+    `root_value_weight` existed (and the later `root_value` and head widths): the class defaults
+    of the new fields are what it ran with."""
     import shutil
 
     from turbozero.alphazero.config import AlphaZeroConfig
@@ -242,6 +243,10 @@ def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
     config = AlphaZeroConfig.from_dict(saved["config"])
     assert config.eval_accuracy is False and config.root_value_weight == 0.0
     assert config.search.chance_widening == 1.0
+    assert "root_value" not in saved["config"]
+    assert "value_channels" not in saved["config"]["network"]
+    assert config.root_value == "mean"  # the search's mean root value, as before
+    assert (config.network.policy_channels, config.network.value_channels) == (2, 1)
     assert config.env == "connect_four" and config.num_games == 128
     # and through the run directory reader that eval, play and --resume use
     import tempfile

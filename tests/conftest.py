@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # (what XLA_FLAGS was before `turbozero.configure()` added to it; see tests/test_xla_flags.py)
@@ -21,6 +23,41 @@ from turbozero.io import enable_compilation_cache
 enable_compilation_cache()
 settings.register_profile("turbozero", max_examples=15, deadline=None, derandomize=True)
 settings.load_profile("turbozero")
+
+
+def _memory_map_limit() -> int | None:
+    """The kernel's cap on one process's memory mappings (`vm.max_map_count`), if readable."""
+    try:
+        return int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _memory_maps() -> int:
+    """How many memory mappings this process holds now (0 where /proc is absent)."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:
+        return 0
+
+
+_MAP_LIMIT = _memory_map_limit()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after a test file once they hold half the mapping cap.
+
+    Every XLA:CPU executable a worker compiles or loads from the disk cache keeps tens of memory
+    mappings, and JAX keeps the executables for the process's life. One xdist worker running
+    dozens of test files reaches `vm.max_map_count` (65,530 by default), and LLVM then aborts
+    the worker ("Unable to allocate section memory") in whichever test compiles next.
+    """
+    yield
+    if _MAP_LIMIT and _memory_maps() > _MAP_LIMIT // 2:
+        jax.clear_caches()
+        gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from turbozero.alphazero.augment import horizontal_flip, square_symmetries
 from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
 from turbozero.alphazero.losses import az_loss
+from turbozero.alphazero.reanalyse import Reanalyse, make_reanalyse
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
 from turbozero.alphazero.train import train
 from turbozero.alphazero.trainer import AlphaZeroSystem, TrainState, make_alphazero
@@ -11,6 +12,7 @@ __all__ = [
     "AlphaZeroConfig",
     "AlphaZeroSystem",
     "NetworkConfig",
+    "Reanalyse",
     "SearchConfig",
     "SelfPlay",
     "SelfPlayState",
@@ -18,6 +20,7 @@ __all__ = [
     "az_loss",
     "horizontal_flip",
     "make_alphazero",
+    "make_reanalyse",
     "make_selfplay",
     "square_symmetries",
     "train",

@@ -140,6 +140,7 @@ class AlphaZeroConfig(Config):
     value_scale: float = 1.0
     root_value_weight: float = 0.0  # value target: (1 - w) * outcome + w * search root value
     root_value: str = "mean"  # that root value: mean | best (Q of the most visited move)
+    reanalyse_positions: int = 0  # stored positions searched again per epoch; 0: off
     train_batch_size: int = 256
     warmup_steps: int = 8  # self-play steps before the first epoch
     collection_steps_per_epoch: int = 16
@@ -190,6 +191,7 @@ class AlphaZeroConfig(Config):
         check_range("value_weight", self.value_weight, low=0)
         check_range("root_value_weight", self.root_value_weight, low=0, high=1)
         check_choice("root_value", self.root_value, list(ROOT_VALUES))
+        check_range("reanalyse_positions", self.reanalyse_positions, low=0)
         check_range("train_batch_size", self.train_batch_size, low=1)
         check_range("warmup_steps", self.warmup_steps, low=0)
         check_range("collection_steps_per_epoch", self.collection_steps_per_epoch, low=1)

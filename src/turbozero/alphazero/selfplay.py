@@ -84,6 +84,7 @@ def make_selfplay(
     full_fraction: float = 1.0,
     opening_moves: int = 0,
     root_value: str = "mean",
+    store_states: bool = False,
 ) -> SelfPlay:
     """Configure self-play over `search.env`.
 
@@ -112,6 +113,9 @@ def make_selfplay(
             a greedy value, which the search's exploratory visits to weaker moves do not pull
             down (after the greedy backups of Willemsen, Baier and Kaisers, 2021, "Value
             targets in off-policy AlphaZero: a new greedy backup").
+        store_states: also store each position's environment state (`"state"`) and the
+            index of the symmetry its copy was made with (`"symmetry"`: 0 as played, `k` the
+            `k`-th of `augment_fns`), which `turbozero.alphazero.reanalyse` searches again.
     """
     batch_size = check_count("batch_size", batch_size, low=1)
     max_episode_steps = check_count("max_episode_steps", max_episode_steps, low=1)
@@ -170,15 +174,23 @@ def make_selfplay(
 
         return jax.lax.fori_loop(0, opening_moves, move, states)
 
-    def experience(obs, policy, mask, root_value):
-        return {"observation": obs, "policy": policy, "mask": mask, "root_value": root_value}
+    def experience(obs, policy, mask, root_value, env_state=None, symmetry=0):
+        stored = {"observation": obs, "policy": policy, "mask": mask, "root_value": root_value}
+        if store_states:
+            stored["state"] = env_state
+            stored["symmetry"] = jnp.full(jnp.shape(root_value), symmetry, jnp.int32)
+        return stored
 
     def init(key: PRNGKey) -> SelfPlayState:
         states = start(key)
         obs = env.observe(jax.tree_util.tree_map(lambda x: x[0], states))
         A = env.num_actions
         example = experience(
-            obs, jnp.zeros((A,), jnp.float32), jnp.zeros((A,), jnp.bool_), jnp.float32(0)
+            obs,
+            jnp.zeros((A,), jnp.float32),
+            jnp.zeros((A,), jnp.bool_),
+            jnp.float32(0),
+            jax.tree_util.tree_map(lambda x: x[0], states),
         )
         return SelfPlayState(
             env_states=states,
@@ -204,12 +216,13 @@ def make_selfplay(
             target = jnp.where(full, out.action_weights, 0.0)  # fast: no policy target
         obs = jax.vmap(env.observe)(state.env_states)
         stored = greedy_root_value(out) if root_value == "best" else out.root_value
+        here = state.env_states
         mem = memory.add(
-            state.memory, experience(obs, target, md.action_mask, stored), md.cur_player_id
+            state.memory, experience(obs, target, md.action_mask, stored, here), md.cur_player_id
         )
-        for fn in augment_fns:
+        for k, fn in enumerate(augment_fns, start=1):
             o2, p2, m2 = jax.vmap(fn)(obs, target, md.action_mask)
-            mem = memory.add(mem, experience(o2, p2, m2, stored), md.cur_player_id)
+            mem = memory.add(mem, experience(o2, p2, m2, stored, here, k), md.cur_player_id)
         keys = jax.random.split(k_env, batch_size)
         outcome = None
         if env.chance is None:

@@ -387,6 +387,11 @@ class _AlphaZeroRun:
             "episodes": sp["episodes"],
             "memory_sampleable": available,
         }
+        if "reanalysed" in sp:  # (self-play's seconds include the reanalysis)
+            row["reanalysed"] = sp["reanalysed"]
+            if sp["reanalyse_targets"]:
+                shift = sp["reanalyse_policy_shift_sum"] / sp["reanalyse_targets"]
+                row["reanalyse_policy_shift"] = shift
         if sp["episodes"]:
             row["episode_length"] = sp["episode_length_sum"] / sp["episodes"]
             if self.az.env.num_players == 1:

@@ -20,6 +20,7 @@ from turbozero import envs, struct
 from turbozero.alphazero.augment import check_augment_fns, horizontal_flip, square_symmetries
 from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
 from turbozero.alphazero.losses import az_loss
+from turbozero.alphazero.reanalyse import Reanalyse, make_reanalyse
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
 from turbozero.alphazero.sharding import AXIS
 from turbozero.config import ConfigError
@@ -53,6 +54,7 @@ class AlphaZeroSystem(NamedTuple):
     module: Any
     eval_fn: Callable[[Params, Array, PRNGKey], tuple[Array, Array]]
     selfplay: SelfPlay
+    reanalyse: Reanalyse | None
     optimizer: optax.GradientTransformation
     init: Callable[[PRNGKey], TrainState]
     collect: Callable[[TrainState, int], tuple[TrainState, dict[str, Array]]]
@@ -210,6 +212,17 @@ def make_alphazero(
             f"{cfg.num_games * cfg.memory_capacity * copies} (what memory holds), got "
             f"{cfg.train_batch_size}"
         )
+    slots = cfg.num_games * cfg.memory_capacity * copies
+    if cfg.reanalyse_positions > slots:
+        raise ConfigError(
+            f"reanalyse_positions must be at most num_games * memory_capacity * (1 + "
+            f"augmentations) = {slots} (what memory holds), got {cfg.reanalyse_positions}"
+        )
+    if cfg.reanalyse_positions and mesh is not None and cfg.reanalyse_positions % mesh.size:
+        raise ConfigError(
+            f"reanalyse_positions must be a multiple of the {mesh.size} devices (each searches "
+            f"its share), got {cfg.reanalyse_positions}"
+        )
     memory = make_episode_buffer(
         num_games=cfg.num_games,
         capacity=cfg.memory_capacity * copies,
@@ -230,7 +243,16 @@ def make_alphazero(
         full_fraction=cfg.search.full_fraction,
         opening_moves=cfg.opening_moves,
         root_value=cfg.root_value,
+        store_states=cfg.reanalyse_positions > 0,
     )
+    reanalyse = None
+    if cfg.reanalyse_positions:
+        reanalyse = make_reanalyse(
+            search,
+            num_positions=cfg.reanalyse_positions,
+            augment_fns=augment,
+            root_value=cfg.root_value,
+        )
     lr = learning_rate_schedule(cfg)
     if optimizer is None:
         optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
@@ -261,6 +283,10 @@ def make_alphazero(
     def collect(state: TrainState, num_steps: int):
         key, sub = jax.random.split(state.key)
         sp, metrics = selfplay.collect(state.selfplay, state.params, sub, num_steps=num_steps)
+        if reanalyse is not None:  # fresh targets for stored positions, after the new ones
+            key, sub = jax.random.split(key)
+            memory_state, more = reanalyse.run(sp.memory, state.params, sub)
+            sp, metrics = sp.replace(memory=memory_state), {**metrics, **more}
         return state.replace(
             selfplay=sp,
             key=key,
@@ -324,6 +350,7 @@ def make_alphazero(
         module=module,
         eval_fn=eval_fn,
         selfplay=selfplay,
+        reanalyse=reanalyse,
         optimizer=optimizer,
         init=init,
         collect=collect,

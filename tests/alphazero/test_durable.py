@@ -28,23 +28,26 @@ SHARDED = textwrap.dedent(
     from turbozero.alphazero.sharding import Sharder
 
     def one_epoch(n):
-        cfg = TINY.with_overrides([f"devices={n}"])
+        # (with reanalysis: its positions are searched on the devices too)
+        cfg = TINY.with_overrides([f"devices={n}", "reanalyse_positions=16"])
         sh = Sharder(cfg)
         az = make_alphazero(cfg, mesh=sh.mesh)
         shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
         state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
-        state, _ = sh.jit_step(az.collect, shape)(state, 9)
+        state, played = sh.jit_step(az.collect, shape)(state, 9)
         state, m = sh.jit_step(az.train_steps, shape)(state, 2)
         spread = len(state.selfplay.tree.visits.sharding.device_set)
-        return jax.device_get(state.params), float(m["loss"]), spread
+        return (jax.device_get(state.params), float(m["loss"]), spread,
+                float(played["reanalysed"]))
 
-    ref, loss1, _ = one_epoch(1)
+    ref, loss1, _, _ = one_epoch(1)
     out = {}
     for n in map(int, sys.argv[1:]):
-        p, loss, spread = one_epoch(n)
+        p, loss, spread, reanalysed = one_epoch(n)
         diff = max(float(np.max(np.abs(a - b))) for a, b in
                    zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(p)))
-        out[n] = {"max_param_diff": diff, "loss": loss, "loss1": loss1, "spread": spread}
+        out[n] = {"max_param_diff": diff, "loss": loss, "loss1": loss1, "spread": spread,
+                  "reanalysed": reanalysed}
     print("RESULT" + json.dumps(out))
     """
 )
@@ -75,6 +78,7 @@ def test_one_epoch_on_2_and_4_devices_matches_one_device():
     result = json.loads(out.split("RESULT", 1)[1])
     for n in ("2", "4"):
         assert result[n]["spread"] == int(n), "games are split over the devices"
+        assert result[n]["reanalysed"] == 16
         assert result[n]["max_param_diff"] < 1e-4, result
         assert result[n]["loss"] == pytest.approx(result[n]["loss1"], rel=1e-4)
 

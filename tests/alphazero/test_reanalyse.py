@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -62,7 +64,8 @@ def test_reanalysis_rewrites_each_held_positions_policy_and_root_value_with_the_
     fns = [None, *augmentations(az.env)]
     symmetry = rows(before.experience["symmetry"])
     assert set(symmetry.tolist()) == set(range(8))
-    obs, masks = rows(before.experience["observation"]), rows(before.experience["mask"])
+    obs = np.asarray(jax.vmap(az.env.observe)(states))  # as played: the copies' sources
+    masks = np.asarray(jax.vmap(az.env.metadata)(states).action_mask)
     policies = np.asarray(fresh.action_weights)
     expected = np.stack(
         [
@@ -97,9 +100,26 @@ def test_slots_holding_nothing_are_never_picked_nor_written(reanalysed):
     shift = float(metrics["reanalyse_policy_shift_sum"]) / float(metrics["reanalyse_targets"])
     assert 0.0 < shift <= 1.0  # a total variation distance
 
-    index, valid = pick_held(before, jax.random.PRNGKey(4), 32)
+    index, valid = pick_held(before, jax.random.PRNGKey(4), num=32)
     assert len(set(np.asarray(index).tolist())) == 32 and bool(np.all(valid))
     assert np.all(np.asarray(before.episode_id >= 0).reshape(-1)[np.asarray(index)])
+
+
+def test_a_reanalysis_of_r_positions_rewrites_r_slots_and_leaves_the_rest_bit_for_bit(
+    reanalysed,
+):
+    """Fewer positions than memory holds: exactly the R picked slots change."""
+    az, before, _, _, newer = reanalysed
+    run = make_reanalyse(az.selfplay.search, num_positions=32, augment_fns=augmentations(az.env))
+    after, metrics = jax.jit(run.run)(before, newer, jax.random.PRNGKey(5))
+    assert float(metrics["reanalysed"]) == 32
+    policy_changed = np.any(
+        np.asarray(after.experience["policy"]) != np.asarray(before.experience["policy"]), -1
+    )
+    value_changed = np.asarray(after.experience["root_value"]) != np.asarray(
+        before.experience["root_value"]
+    )
+    assert 0 < np.sum(policy_changed | value_changed) <= 32
 
 
 def test_the_trainer_reanalyses_after_collecting_and_stores_states_only_when_asked():
@@ -119,12 +139,15 @@ def test_the_trainer_reanalyses_after_collecting_and_stores_states_only_when_ask
 
 
 def test_reanalysis_settings_out_of_range_are_refused_by_name():
-    """A count above what memory holds, a negative count, a shard that does not divide, and a
-    memory without states each get an error naming the setting."""
+    """A count above what memory holds, a negative count, a count the devices do not divide,
+    and a memory without states each get an error naming the setting."""
     with pytest.raises(ConfigError, match=r"reanalyse_positions must be at most .* = 256"):
         make_alphazero(REANALYSED.with_overrides(["reanalyse_positions=257"]))
     with pytest.raises((ConfigError, ValueError), match="reanalyse_positions"):
         REANALYSED.with_overrides(["reanalyse_positions=-1"])
+    three_devices = types.SimpleNamespace(size=3)  # (only its size is read before the check)
+    with pytest.raises(ConfigError, match="reanalyse_positions must be a multiple of the 3"):
+        make_alphazero(REANALYSED.with_overrides(["reanalyse_positions=16"]), mesh=three_devices)
     az = make_alphazero(REANALYSED.with_overrides(["reanalyse_positions=0"]))
     with pytest.raises(ValueError, match="num_positions"):
         make_reanalyse(az.selfplay.search, num_positions=0)
@@ -132,3 +155,7 @@ def test_reanalysis_settings_out_of_range_are_refused_by_name():
     memory = az.init(jax.random.PRNGKey(0)).selfplay.memory
     with pytest.raises(ValueError, match="store_states=True"):
         run(memory, None, jax.random.PRNGKey(0))
+    stored = make_alphazero(REANALYSED).init(jax.random.PRNGKey(0)).selfplay.memory
+    too_many = make_reanalyse(az.selfplay.search, num_positions=257).run
+    with pytest.raises(ValueError, match="num_positions must be at most the 256 slots"):
+        too_many(stored, None, jax.random.PRNGKey(0))

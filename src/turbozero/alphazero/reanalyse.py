@@ -10,7 +10,11 @@ those two targets; the game's outcome is left as it was.
 Reanalysing needs the environment state each stored position was searched from, so self-play
 stores it beside the observation (`make_selfplay(store_states=True)`), with the index of the
 symmetry a stored copy was made with (0 the position as played, `k` the `k`-th augmentation):
-a copy's fresh policy is the fresh search's policy mapped through that same symmetry.
+a copy's fresh policy is the fresh search's policy mapped through that same symmetry. Each copy
+is a slot of its own, picked and searched on its own.
+
+A reanalysis is a full search, so a position that playout cap randomisation stored with no
+policy target (a fast move's all-zero policy) gets one when it is reanalysed.
 
 Letters: B games, C memory slots per game, R positions reanalysed, A actions.
 """
@@ -23,6 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from turbozero.alphazero.augment import check_augment_fns
 from turbozero.alphazero.selfplay import ROOT_VALUES, AugmentFn, greedy_root_value
 from turbozero.memory import EpisodeBufferState
 from turbozero.search import Search
@@ -55,11 +60,13 @@ def validate_reanalyse_args(*, num_positions: int, root_value: str) -> int:
     return num_positions
 
 
-def pick_held(memory: EpisodeBufferState, key: PRNGKey, num: int) -> tuple[Array, Array]:
-    """`num` distinct slots drawn uniformly among those holding a position (finished episode or
-    running), as flat indices `[R]` into `B * C`, and `[R]` whether each holds one (False only
-    when memory holds fewer than `num`)."""
-    held = (memory.episode_id >= 0).reshape(-1)
+def pick_held(memory: EpisodeBufferState, key: PRNGKey, *, num: int) -> tuple[Array, Array]:
+    """`num` distinct slots drawn uniformly among those holding a position that will be sampled
+    (its episode finished with an outcome, or still running; not a dropped episode's), as flat
+    indices `[R]` into `B * C`, and `[R]` whether each holds one (False only when memory holds
+    fewer than `num`)."""
+    running = memory.episode_id == memory.current_episode[:, None]
+    held = (memory.assigned | ((memory.episode_id >= 0) & running)).reshape(-1)
     noise = jax.random.gumbel(key, held.shape)
     _, index = jax.lax.top_k(jnp.where(held, noise, -jnp.inf), num)
     return index, held[index]
@@ -67,9 +74,9 @@ def pick_held(memory: EpisodeBufferState, key: PRNGKey, num: int) -> tuple[Array
 
 def symmetric_policy(augment_fns: Sequence[AugmentFn]) -> Callable[..., Array]:
     """`f(symmetry [], observation, policy [A], mask [A]) -> policy [A]`: the policy mapped
-    through augmentation `symmetry - 1` (unchanged for symmetry 0). The augmentations map an
-    observation and a mask too; only the policy is kept, so any observation of the right shape
-    will do."""
+    through augmentation `symmetry - 1` (unchanged for symmetry 0), given the position as
+    played (its observation and legal mask), as self-play gives them; only the mapped policy
+    is kept."""
 
     def through(fn: AugmentFn) -> Callable[[Array, Array, Array], Array]:
         return lambda obs, policy, mask: fn(obs, policy, mask)[1]
@@ -97,9 +104,13 @@ def make_reanalyse(
         num_positions: stored positions searched again per call (one batch of R trees), >= 1.
         augment_fns: the augmentations self-play stores copies with, in the same order.
         root_value: what replaces the stored root value, as in `make_selfplay`.
+
+    `run` consumes its `key` (the picks and the searches' root noise).
     """
     num_positions = validate_reanalyse_args(num_positions=num_positions, root_value=root_value)
+    check_augment_fns(search.env, list(augment_fns))
     mapped = jax.vmap(symmetric_policy(augment_fns))
+    env = search.env
 
     def run(memory: EpisodeBufferState, params: Params, key: PRNGKey):
         exp = memory.experience
@@ -108,20 +119,28 @@ def make_reanalyse(
                 "reanalyse needs the environment states in memory: build self-play with "
                 "make_selfplay(..., store_states=True)"
             )
-        k_pick, k_search = jax.random.split(key)
-        index, valid = pick_held(memory, k_pick, num_positions)
         B, C = memory.episode_id.shape
+        if num_positions > B * C:
+            raise ValueError(
+                f"num_positions must be at most the {B * C} slots memory holds "
+                f"(num_games * capacity), got {num_positions}"
+            )
+        k_pick, k_search = jax.random.split(key)
+        index, valid = pick_held(memory, k_pick, num=num_positions)
+        # picks past what memory holds search a held position (index[0], if any) instead of
+        # an empty slot's all-zero state; their results are not written
+        source = jnp.where(valid, index, index[0])
 
-        def rows(leaf: Array) -> Array:
-            return leaf.reshape(B * C, *leaf.shape[2:])[index]
+        def rows(leaf: Array, at: Array = index) -> Array:
+            return leaf.reshape(B * C, *leaf.shape[2:])[at]
 
-        states = jax.tree_util.tree_map(rows, exp["state"])
+        states = jax.tree_util.tree_map(lambda leaf: rows(leaf, source), exp["state"])
         _, out = search.search(search.init(num_positions), params, states, k_search, 0.0)
         value = greedy_root_value(out) if root_value == "best" else out.root_value
         old = rows(exp["policy"])
-        policy = mapped(
-            rows(exp["symmetry"]), rows(exp["observation"]), out.action_weights, rows(exp["mask"])
-        )
+        played = jax.vmap(env.observe)(states)
+        legal = jax.vmap(env.metadata)(states).action_mask
+        policy = mapped(rows(exp["symmetry"]), played, out.action_weights, legal)
 
         def write(leaf: Array, new: Array) -> Array:
             keep = valid.reshape((-1,) + (1,) * (new.ndim - 1))

@@ -380,14 +380,17 @@ class _AlphaZeroRun:
         row = {
             "selfplay_seconds": seconds,
             "positions_per_s": steps / max(seconds, 1e-9),
-            "simulations_per_s": steps * cfg.search.num_simulations / max(seconds, 1e-9),
+            # (self-play's seconds include the reanalysis, whose searches count here too)
+            "simulations_per_s": (steps + cfg.reanalyse_positions)
+            * cfg.search.num_simulations
+            / max(seconds, 1e-9),
             "tree_fullness": sp["tree_fullness_sum"] / steps,
             "search_depth": sp["search_depth_sum"] / steps,
             "full_events": sp["full_events"],
             "episodes": sp["episodes"],
             "memory_sampleable": available,
         }
-        if "reanalysed" in sp:  # (self-play's seconds include the reanalysis)
+        if "reanalysed" in sp:
             row["reanalysed"] = sp["reanalysed"]
             if sp["reanalyse_targets"]:
                 shift = sp["reanalyse_policy_shift_sum"] / sp["reanalyse_targets"]

@@ -54,11 +54,11 @@ class AlphaZeroSystem(NamedTuple):
     module: Any
     eval_fn: Callable[[Params, Array, PRNGKey], tuple[Array, Array]]
     selfplay: SelfPlay
-    reanalyse: Reanalyse | None
     optimizer: optax.GradientTransformation
     init: Callable[[PRNGKey], TrainState]
     collect: Callable[[TrainState, int], tuple[TrainState, dict[str, Array]]]
     train_steps: Callable[[TrainState, int], tuple[TrainState, dict[str, Array]]]
+    reanalyse: Reanalyse | None = None
 
 
 def make_selector(s: SearchConfig):
@@ -177,6 +177,11 @@ def make_alphazero(
             value = jnp.sum(jax.nn.softmax(value, -1) * support, -1)
         return logits, value * cfg.value_scale
 
+    if cfg.reanalyse_positions and mesh is not None and cfg.reanalyse_positions % mesh.size:
+        raise ConfigError(
+            f"reanalyse_positions must be a multiple of the {mesh.size} devices (each searches "
+            f"its share), got {cfg.reanalyse_positions}"
+        )
     searched_env = env if cfg.search.chance == "nodes" else without_chance(env)
     rule = selector if selector is not None else make_selector(cfg.search)
 
@@ -217,11 +222,6 @@ def make_alphazero(
         raise ConfigError(
             f"reanalyse_positions must be at most num_games * memory_capacity * (1 + "
             f"augmentations) = {slots} (what memory holds), got {cfg.reanalyse_positions}"
-        )
-    if cfg.reanalyse_positions and mesh is not None and cfg.reanalyse_positions % mesh.size:
-        raise ConfigError(
-            f"reanalyse_positions must be a multiple of the {mesh.size} devices (each searches "
-            f"its share), got {cfg.reanalyse_positions}"
         )
     memory = make_episode_buffer(
         num_games=cfg.num_games,
@@ -350,9 +350,9 @@ def make_alphazero(
         module=module,
         eval_fn=eval_fn,
         selfplay=selfplay,
-        reanalyse=reanalyse,
         optimizer=optimizer,
         init=init,
         collect=collect,
         train_steps=train_steps,
+        reanalyse=reanalyse,
     )

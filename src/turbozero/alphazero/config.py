@@ -332,6 +332,7 @@ def connect_four() -> AlphaZeroConfig:
         max_episode_steps=42,
         memory_capacity=1024,  # about 64 epochs of play kept, each position drawn ~4 times
         augment=True,
+        learning_rate=2e-3,
         train_batch_size=512,
         warmup_steps=16,
         collection_steps_per_epoch=16,

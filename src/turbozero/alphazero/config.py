@@ -135,6 +135,7 @@ class AlphaZeroConfig(Config):
     lr_decay_steps: int = 0  # 0: constant; else a cosine to lr_final * learning_rate over these
     lr_final: float = 0.1  # the decayed learning rate's fraction of learning_rate
     l2: float = 1e-4
+    ema_decay: float = 0.0  # 0: off; else the weights' moving average (per step) plays
     max_grad_norm: float = 1.0
     value_weight: float = 1.0
     value_scale: float = 1.0
@@ -186,6 +187,7 @@ class AlphaZeroConfig(Config):
         check_range("lr_decay_steps", self.lr_decay_steps, low=0)
         check_range("lr_final", self.lr_final, low=0, high=1)
         check_range("l2", self.l2, low=0)
+        check_range("ema_decay", self.ema_decay, low=0, high=1, high_inclusive=False)
         check_range("max_grad_norm", self.max_grad_norm, low=0, low_inclusive=False)
         check_range("value_scale", self.value_scale, low=0, low_inclusive=False)
         check_range("value_weight", self.value_weight, low=0)

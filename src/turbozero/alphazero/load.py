@@ -138,10 +138,12 @@ def load_agent(
         else:
             # Only the networks are read: the optimizer state and the memory depend on parts
             # (an optimizer, augmentations given from Python) that the config does not record.
+            # (with `ema_decay` the network that plays is the weights' moving average)
+            playing = "ema" if cfg.ema_decay else "params"
             restored, meta = ck.restore(
-                {"train": {"params": like}, "best": like}, step, partial=True
+                {"train": {playing: like}, "best": like}, step, partial=True
             )
-            params = restored["train"]["params"]
+            params = restored["train"][playing]
             if best_of_checkpoint and meta.get("has_best"):
                 params = restored["best"]
                 meta = {**meta, "epoch": int(str(meta["best_name"]).removeprefix("epoch_"))}

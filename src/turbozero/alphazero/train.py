@@ -21,7 +21,12 @@ from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.alphazero.evaluate import Evaluator
 from turbozero.alphazero.rebuild import record_parts
 from turbozero.alphazero.sharding import Sharder
-from turbozero.alphazero.trainer import AlphaZeroSystem, TrainState, make_alphazero
+from turbozero.alphazero.trainer import (
+    AlphaZeroSystem,
+    TrainState,
+    acting_params,
+    make_alphazero,
+)
 from turbozero.io.experiment import (
     Run,
     agree,
@@ -411,7 +416,7 @@ class _AlphaZeroRun:
             return state, {}
         key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 1), epoch)
         params = jax.tree_util.tree_map(
-            lambda x: np.asarray(x.addressable_data(0)), state.params
+            lambda x: np.asarray(x.addressable_data(0)), acting_params(state)
         )  # replicated: every process holds all of it
         t = time.perf_counter()
         self.eval_metrics = self.evaluator(

@@ -44,6 +44,23 @@ class TrainState(struct.Struct):
     epoch: Array  # [] int32, epochs finished
     env_steps: Array  # [] int32, self-play positions played
     train_steps: Array  # [] int32, gradient steps taken
+    ema: Params | None = None  # the weights' moving average (`ema_decay`), else None
+
+
+def acting_params(state: TrainState) -> Params:
+    """The weights that play (self-play, reanalysis, evaluation, the saved agent): the moving
+    average of the trained weights with `ema_decay`, else the trained weights themselves."""
+    return state.params if state.ema is None else state.ema
+
+
+def ema_update(ema: Params, params: Params, decay: float, step: Array) -> Params:
+    """One step of the weights' exponential moving average, `d * ema + (1 - d) * params`.
+
+    `d = min(decay, (1 + step) / (10 + step))` after `step` gradient steps, so the average of
+    an early run is not held near the random initial weights (the warm-up of TensorFlow's
+    `ExponentialMovingAverage`); batch-norm statistics are averaged like the weights."""
+    d = jnp.minimum(decay, (1.0 + step) / (10.0 + step))
+    return optax.incremental_update(params, ema, step_size=1.0 - d)
 
 
 class AlphaZeroSystem(NamedTuple):
@@ -278,14 +295,16 @@ def make_alphazero(
             epoch=jnp.int32(0),
             env_steps=jnp.int32(0),
             train_steps=jnp.int32(0),
+            ema=params if cfg.ema_decay else None,
         )
 
     def collect(state: TrainState, num_steps: int):
         key, sub = jax.random.split(state.key)
-        sp, metrics = selfplay.collect(state.selfplay, state.params, sub, num_steps=num_steps)
+        playing = acting_params(state)
+        sp, metrics = selfplay.collect(state.selfplay, playing, sub, num_steps=num_steps)
         if reanalyse is not None:  # fresh targets for stored positions, after the new ones
             key, sub = jax.random.split(key)
-            memory_state, more = reanalyse.run(sp.memory, state.params, sub)
+            memory_state, more = reanalyse.run(sp.memory, playing, sub)
             sp, metrics = sp.replace(memory=memory_state), {**metrics, **more}
         return state.replace(
             selfplay=sp,
@@ -329,8 +348,15 @@ def make_alphazero(
         params, opt_state, metrics = gradient_step(
             state.params, state.opt_state, state.selfplay.memory, sub
         )
+        ema = state.ema
+        if ema is not None:
+            ema = ema_update(ema, params, cfg.ema_decay, state.train_steps)
         new = state.replace(
-            params=params, opt_state=opt_state, key=key, train_steps=state.train_steps + 1
+            params=params,
+            opt_state=opt_state,
+            key=key,
+            train_steps=state.train_steps + 1,
+            ema=ema,
         )
         return new, metrics
 

@@ -1,0 +1,108 @@
+"""The weights' moving average (`ema_decay`): the trainer keeps it beside the trained weights,
+and it, not the trained weights, plays: in self-play, in evaluations and as the saved agent."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from tests.alphazero.test_selfplay_and_trainer import TINY
+from turbozero import load_agent
+from turbozero.alphazero import make_alphazero, train
+from turbozero.alphazero.trainer import acting_params
+from turbozero.config import ConfigError
+from turbozero.io.checkpoint import Checkpointer
+from turbozero.io.rundir import RunDir
+
+EMA = TINY.with_overrides(["ema_decay=0.9"])
+
+
+def _close(a, b):
+    jax.tree_util.tree_map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6), a, b)
+
+
+def _differ(a, b) -> bool:
+    leaves = jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda x, y: np.any(x != y), a, b))
+    return any(bool(x) for x in leaves)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """An EMA trainer after one collection and three gradient steps, with the trained weights
+    after each step."""
+    az = make_alphazero(EMA)
+    collect = jax.jit(az.collect, static_argnums=1)
+    step = jax.jit(az.train_steps, static_argnums=1)
+    state = az.init(jax.random.PRNGKey(0))
+    state, _ = collect(state, 18)
+    states = [state]
+    for _ in range(3):
+        state, _ = step(state, 1)
+        states.append(state)
+    return az, collect, states
+
+
+def test_the_average_follows_the_trained_weights_with_a_warmed_up_decay(trained):
+    """After step t the average is `d * average + (1 - d) * weights` with
+    `d = min(ema_decay, (1 + t) / (10 + t))`: 0.1, 0.18, 0.25 for the first three steps."""
+    _, _, states = trained
+    expected = states[0].params
+    _close(states[0].ema, expected)  # it starts at the initial weights
+    for t, state in enumerate(states[1:]):
+        d = min(0.9, (1 + t) / (10 + t))
+        expected = jax.tree_util.tree_map(lambda e, p: d * e + (1 - d) * p, expected, state.params)
+        _close(state.ema, expected)
+    assert _differ(states[-1].ema, states[-1].params)
+
+
+def test_self_play_plays_with_the_average_not_the_trained_weights(trained):
+    az, collect, states = trained
+    state = states[-1]
+    key = jax.random.PRNGKey(7)
+    with_ema, _ = collect(state.replace(key=key), 9)
+    as_params, _ = collect(state.replace(key=key, params=state.ema, ema=None), 9)
+    trained_weights, _ = collect(state.replace(key=key, ema=None), 9)
+    _close(with_ema.selfplay.memory, as_params.selfplay.memory)
+    assert _differ(with_ema.selfplay.memory, trained_weights.selfplay.memory)
+    assert acting_params(state) is state.ema
+    assert acting_params(state.replace(ema=None)) is state.params
+
+
+def test_by_default_there_is_no_average_and_the_state_holds_what_it_held_before():
+    state = make_alphazero(TINY).init(jax.random.PRNGKey(0))
+    assert state.ema is None
+    with_ema = make_alphazero(EMA).init(jax.random.PRNGKey(0))
+    n = len(jax.tree_util.tree_leaves(state))
+    assert len(jax.tree_util.tree_leaves(with_ema)) == n + len(
+        jax.tree_util.tree_leaves(state.params)
+    )
+
+
+def test_a_run_evaluates_saves_and_resumes_its_average_and_its_agent_plays_it(tmp_path):
+    """The checkpoint holds the average; a run stopped after epoch 1 and resumed ends with the
+    same average as an uninterrupted one; `load_agent(which="latest")` plays the average."""
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train(EMA, whole, progress=False)
+    train(EMA, split, progress=False, num_epochs=1)
+    train(EMA, split, progress=False, resume=True)
+    az = make_alphazero(EMA)
+    like = az.init(jax.random.PRNGKey(0))
+    saved = []
+    for run in (whole, split):
+        ck = Checkpointer(RunDir(run).checkpoints)
+        try:
+            tree, _ = ck.restore({"train": {"ema": like.ema, "params": like.params}}, partial=True)
+        finally:
+            ck.close()
+        saved.append(tree["train"])
+    _close(saved[0]["ema"], saved[1]["ema"])
+    assert _differ(saved[0]["ema"], saved[0]["params"])
+    agent = load_agent(whole, which="latest").agent
+    _close(agent.params, saved[0]["ema"])
+
+
+@pytest.mark.parametrize("bad", ["ema_decay=1", "ema_decay=-0.1", "ema_decay=1.5"])
+def test_a_decay_outside_zero_to_one_is_refused_naming_the_setting(bad):
+    with pytest.raises(ConfigError, match=r"ema_decay must be .*\[0, 1\)"):
+        TINY.with_overrides([bad])

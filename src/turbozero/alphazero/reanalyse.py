@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from turbozero.alphazero.augment import check_augment_fns
-from turbozero.alphazero.selfplay import ROOT_VALUES, AugmentFn, greedy_root_value
+from turbozero.alphazero.selfplay import AugmentFn, check_root_value, stored_root_value
 from turbozero.memory import EpisodeBufferState
 from turbozero.search import Search
 from turbozero.types import Array, Params, PRNGKey
@@ -55,8 +55,7 @@ class Reanalyse(NamedTuple):
 def validate_reanalyse_args(*, num_positions: int, root_value: str) -> int:
     """Check `make_reanalyse`'s settings; returns `num_positions`."""
     num_positions = check_count("num_positions", num_positions, low=1)
-    if root_value not in ROOT_VALUES:
-        raise ValueError(f"root_value must be one of {ROOT_VALUES}, got {root_value!r}")
+    check_root_value(root_value)
     return num_positions
 
 
@@ -136,7 +135,7 @@ def make_reanalyse(
 
         states = jax.tree_util.tree_map(lambda leaf: rows(leaf, source), exp["state"])
         _, out = search.search(search.init(num_positions), params, states, k_search, 0.0)
-        value = greedy_root_value(out) if root_value == "best" else out.root_value
+        value = stored_root_value(out, root_value)
         old = rows(exp["policy"])
         played = jax.vmap(env.observe)(states)
         legal = jax.vmap(env.metadata)(states).action_mask

@@ -71,6 +71,19 @@ def greedy_root_value(out: SearchOutput) -> Array:
     return jnp.where(jnp.any(most, axis=-1), q, out.root_value)
 
 
+def check_root_value(root_value: str) -> str:
+    """Refuse a `root_value` outside `ROOT_VALUES`, naming the allowed ones."""
+    if root_value not in ROOT_VALUES:
+        raise ValueError(f"root_value must be one of {ROOT_VALUES}, got {root_value!r}")
+    return root_value
+
+
+def stored_root_value(out: SearchOutput, root_value: str) -> Array:
+    """`[B]` the root value a searched position keeps for its value target: the search's mean
+    value ("mean") or the Q of its most visited move ("best", `greedy_root_value`)."""
+    return greedy_root_value(out) if root_value == "best" else out.root_value
+
+
 def make_selfplay(
     search: Search,
     memory: EpisodeBuffer,
@@ -122,8 +135,7 @@ def make_selfplay(
     temperature = check_number("temperature", temperature, low=0.0)
     temperature_moves = check_count("temperature_moves", temperature_moves, low=0)
     opening_moves = check_count("opening_moves", opening_moves, low=0)
-    if root_value not in ROOT_VALUES:
-        raise ValueError(f"root_value must be one of {ROOT_VALUES}, got {root_value!r}")
+    check_root_value(root_value)
     env = search.env
     P = env.num_players
     if (memory.num_games, memory.num_players) != (batch_size, P):
@@ -215,7 +227,7 @@ def make_selfplay(
             tree, out = jax.lax.cond(full, search.search, fast_search.search, *args)
             target = jnp.where(full, out.action_weights, 0.0)  # fast: no policy target
         obs = jax.vmap(env.observe)(state.env_states)
-        stored = greedy_root_value(out) if root_value == "best" else out.root_value
+        stored = stored_root_value(out, root_value)
         here = state.env_states
         mem = memory.add(
             state.memory, experience(obs, target, md.action_mask, stored, here), md.cur_player_id

@@ -19,6 +19,11 @@ the same machine, with the same budget.
     python bench/learning.py [--preset tic_tac_toe] [--budget 60] [--seeds 1]
         [--set KEY=VALUE ...] [--no-baseline] [--keep DIR]
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
+    python bench/learning.py --judge RUN [--play-simulations 128,256] [--play-c-puct 1.25,2]
+
+`--judge RUN` trains nothing: the latest network of an existing run directory is asked again,
+once per play setting (every pair of the listed simulation counts and PUCT constants; default:
+the run's own), one JSON line each, so the search it plays with can be tuned apart from training.
 
 Default (`make bench`): tic_tac_toe, 60 s per run, one seed. Run it alone: it uses every core.
 """
@@ -89,6 +94,57 @@ def run_recipe(
     }
 
 
+def judge_run(
+    run: Path, simulations: list[int] | None, c_pucts: list[float] | None, seed: int = 0
+) -> list[dict[str, Any]]:
+    """The accuracy rows of `run`'s latest network searching with each pair of settings."""
+    import dataclasses
+
+    from turbozero.alphazero.trainer import make_selector
+    from turbozero.arena.search_agents import alphazero_agent
+
+    loaded = turbozero.load_agent(run, which="latest")
+    cfg = loaded.config
+    if c_pucts and cfg.search.selector != "puct":
+        raise SystemExit(
+            f"--play-c-puct is PUCT's constant; {run} searches with {cfg.search.selector}"
+        )
+    positions = positions_for(loaded.env.name, num_positions=cfg.eval_accuracy_positions)
+    rows = []
+    for sims in simulations or [cfg.eval_simulations or cfg.search.num_simulations]:
+        for c in c_pucts or [cfg.search.c_puct]:
+            agent = alphazero_agent(
+                loaded.az.selfplay.search.env,
+                loaded.az.eval_fn,
+                loaded.agent.params,
+                num_simulations=sims,
+                selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
+                chance_widening=cfg.search.chance_widening,
+            )
+            acc = move_accuracy(loaded.env, agent, positions, jax.random.PRNGKey(seed))
+            rows.append(
+                {
+                    "run": str(run),
+                    "epoch": loaded.epoch,
+                    "simulations": sims,
+                    "c_puct": c,
+                    "accuracy_result": round(acc.result, 5),
+                    "accuracy_best": round(acc.best, 5),
+                    "mistakes": round((1 - acc.result) * acc.num_positions),
+                    "positions": acc.num_positions,
+                    "by_result": acc.by_result,
+                }
+            )
+    return rows
+
+
+def _numbers(kind: type) -> Any:
+    def parse(text: str) -> list:
+        return [kind(x) for x in text.split(",")]
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="tic_tac_toe", choices=sorted(BASELINES))
@@ -98,7 +154,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-baseline", action="store_true", help="train the candidate only")
     parser.add_argument("--full", action="store_true", help="connect_four, 1800 s per run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    parser.add_argument("--judge", type=Path, help="no training: RUN's latest network, asked again")
+    parser.add_argument("--play-simulations", type=_numbers(int), help="with --judge: e.g. 128,256")
+    parser.add_argument("--play-c-puct", type=_numbers(float), help="with --judge: e.g. 1.25,2")
     args = parser.parse_args(argv)
+    if args.judge is not None:
+        emit({"machine": machine(), "judge": str(args.judge)})
+        for row in judge_run(args.judge, args.play_simulations, args.play_c_puct):
+            emit(row)
+        return
     if args.full:
         args.preset, args.budget = "connect_four", args.budget or 1800.0
     budget = args.budget or 60.0

@@ -162,3 +162,40 @@ def test_pooling_refuses_sets_at_different_budgets_or_one_set_twice(tmp_path):
     same = _chance_row(256, 100, 0, 1.0, 1.0, 1.0)
     proc, _ = _pool(tmp_path, same, same)
     assert proc.returncode == 2 and "appear twice" in proc.stderr
+
+
+def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(tmp_path, capsys):
+    """`bench/learning.py --judge RUN`: one row per pair of settings; the row with the run's own
+    PUCT constant is `turbozero.load_agent`'s agent's accuracy at those simulations."""
+    import json
+    import sys
+
+    import jax
+
+    import turbozero
+    from tests.alphazero.test_selfplay_and_trainer import TINY
+    from turbozero.alphazero import train
+    from turbozero.arena.accuracy import move_accuracy, positions_for
+
+    run = tmp_path / "run"
+    train(TINY, run, progress=False)
+    capsys.readouterr()
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_learning", BENCH / "learning.py")
+        assert spec and spec.loader
+        learning = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(learning)
+        own = TINY.search.c_puct
+        learning.main(["--judge", str(run), "--play-simulations", "4", "--play-c-puct", f"{own},9"])
+    finally:
+        sys.path.remove(str(BENCH))
+    lines = capsys.readouterr().out.splitlines()
+    rows = [json.loads(line) for line in lines if line.startswith("{")][1:]
+    assert [(r["simulations"], r["c_puct"]) for r in rows] == [(4, own), (4, 9.0)]
+    loaded = turbozero.load_agent(run, 4, which="latest")
+    acc = move_accuracy(
+        loaded.env, loaded.agent, positions_for("tic_tac_toe"), jax.random.PRNGKey(0)
+    )
+    assert rows[0]["accuracy_result"] == round(acc.result, 5)
+    assert rows[0]["positions"] == 4520 and rows[0]["epoch"] == TINY.num_epochs

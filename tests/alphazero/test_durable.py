@@ -29,7 +29,8 @@ SHARDED = textwrap.dedent(
 
     def one_epoch(n):
         # (with reanalysis: its positions are searched on the devices too)
-        cfg = TINY.with_overrides([f"devices={n}", "reanalyse_positions=16"])
+        # (and the weights' moving average: updated on the devices after each step)
+        cfg = TINY.with_overrides([f"devices={n}", "reanalyse_positions=16", "ema_decay=0.9"])
         sh = Sharder(cfg)
         az = make_alphazero(cfg, mesh=sh.mesh)
         shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
@@ -37,7 +38,7 @@ SHARDED = textwrap.dedent(
         state, played = sh.jit_step(az.collect, shape)(state, 9)
         state, m = sh.jit_step(az.train_steps, shape)(state, 2)
         spread = len(state.selfplay.tree.visits.sharding.device_set)
-        return (jax.device_get(state.params), float(m["loss"]), spread,
+        return (jax.device_get((state.params, state.ema)), float(m["loss"]), spread,
                 float(played["reanalysed"]))
 
     ref, loss1, _, _ = one_epoch(1)

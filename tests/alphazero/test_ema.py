@@ -1,5 +1,7 @@
 """The weights' moving average (`ema_decay`): the trainer keeps it beside the trained weights,
-and it, not the trained weights, plays: in self-play, in evaluations and as the saved agent."""
+and it, not the trained weights, plays: in self-play, in evaluations and as the saved agent
+(the run, its exact resume and the loaded agent: tests/alphazero/test_train_run.py; several
+devices: tests/alphazero/test_durable.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,9 @@ import numpy as np
 import pytest
 
 from tests.alphazero.test_selfplay_and_trainer import TINY
-from turbozero import load_agent
-from turbozero.alphazero import make_alphazero, train
+from turbozero.alphazero import make_alphazero
 from turbozero.alphazero.trainer import acting_params
 from turbozero.config import ConfigError
-from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.rundir import RunDir
 
 EMA = TINY.with_overrides(["ema_decay=0.9"])
 
@@ -77,29 +76,6 @@ def test_by_default_there_is_no_average_and_the_state_holds_what_it_held_before(
     assert len(jax.tree_util.tree_leaves(with_ema)) == n + len(
         jax.tree_util.tree_leaves(state.params)
     )
-
-
-def test_a_run_evaluates_saves_and_resumes_its_average_and_its_agent_plays_it(tmp_path):
-    """The checkpoint holds the average; a run stopped after epoch 1 and resumed ends with the
-    same average as an uninterrupted one; `load_agent(which="latest")` plays the average."""
-    whole, split = tmp_path / "whole", tmp_path / "split"
-    train(EMA, whole, progress=False)
-    train(EMA, split, progress=False, num_epochs=1)
-    train(EMA, split, progress=False, resume=True)
-    az = make_alphazero(EMA)
-    like = az.init(jax.random.PRNGKey(0))
-    saved = []
-    for run in (whole, split):
-        ck = Checkpointer(RunDir(run).checkpoints)
-        try:
-            tree, _ = ck.restore({"train": {"ema": like.ema, "params": like.params}}, partial=True)
-        finally:
-            ck.close()
-        saved.append(tree["train"])
-    _close(saved[0]["ema"], saved[1]["ema"])
-    assert _differ(saved[0]["ema"], saved[0]["params"])
-    agent = load_agent(whole, which="latest").agent
-    _close(agent.params, saved[0]["ema"])
 
 
 @pytest.mark.parametrize("bad", ["ema_decay=1", "ema_decay=-0.1", "ema_decay=1.5"])

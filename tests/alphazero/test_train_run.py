@@ -18,6 +18,7 @@ CFG = TINY.with_overrides(
         "elo_pool_size=2",
         "elo_games_per_opponent=4",
         "eval_accuracy=true",
+        "ema_decay=0.9",  # (the weights' moving average plays: resumed and loaded as well)
     ]
 )
 
@@ -32,7 +33,7 @@ def _params(run):
     pool = [state.params for _ in meta["pool_names"]]
     restored, _ = ck.restore({"train": state, "best": state.params, "pool": pool})
     ck.close()
-    return restored["train"].params, meta
+    return {"params": restored["train"].params, "ema": restored["train"].ema}, meta
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +89,17 @@ def test_stop_and_resume_gives_the_same_parameters_as_an_uninterrupted_run(full_
     assert meta_a["epoch"] == meta_b["epoch"] == 2
     jax.tree_util.tree_map(np.testing.assert_array_equal, a, b)
     assert [r["epoch"] for r in RunDir(split).read_metrics()] == [1, 2]
+
+
+def test_the_latest_agent_of_a_run_with_a_moving_average_plays_the_average(full_run):
+    import turbozero
+
+    run, _ = full_run
+    saved, _ = _params(run)
+    agent = turbozero.load_agent(run, which="latest").agent
+    jax.tree_util.tree_map(np.testing.assert_array_equal, agent.params, saved["ema"])
+    ema, trained = (jax.tree_util.tree_leaves(saved[k]) for k in ("ema", "params"))
+    assert any(np.any(a != b) for a, b in zip(ema, trained, strict=True))
 
 
 def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):

@@ -400,6 +400,26 @@ def test_a_run_larger_than_the_machines_memory_is_refused_before_anything_is_wri
         check_fits_in_memory(1 << 22, "x", memory=1 << 21)
 
 
+def test_the_memory_check_counts_the_trees_reanalysis_builds_each_epoch(tmp_path):
+    """Half a million positions reanalysed with 4,000-node trees need far more than any machine
+    here, though the training state alone (the same config without reanalysis) is small."""
+    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero.train import reanalysis_tree_bytes
+    from turbozero.io.errors import TooLargeError
+    from turbozero.search import tree_bytes
+
+    big = ["memory_capacity=8192", "search.max_nodes=4000", "augment=true"]
+    cfg = TINY.with_overrides([*big, "reanalyse_positions=524288"])
+    az = make_alphazero(cfg)
+    trees = reanalysis_tree_bytes(cfg, az)
+    assert trees == tree_bytes(az.selfplay.search.env, 524288, 4000) > 1 << 39  # 512 GiB
+    assert reanalysis_tree_bytes(TINY.with_overrides(big), az) == 0
+    out = tmp_path / "run"
+    with pytest.raises(TooLargeError, match="reanalysis trees"):
+        train(cfg, out, progress=False)
+    assert not out.exists()
+
+
 def test_training_says_once_when_its_tree_cannot_hold_a_search(tmp_path, capsys):
     config = TINY.with_overrides(["search.num_simulations=16", "num_epochs=1"])  # 12 nodes
     train(config, tmp_path / "run", progress=False)

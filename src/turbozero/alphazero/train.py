@@ -178,6 +178,15 @@ def describe_parts(parts: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def reanalysis_tree_bytes(config: AlphaZeroConfig, az: AlphaZeroSystem) -> int:
+    """Bytes of the trees reanalysis searches in each epoch's `collect` (0 without it): they
+    are not part of the training state, but are allocated beside it while it runs."""
+    if not config.reanalyse_positions:
+        return 0
+    env = az.selfplay.search.env
+    return tree_bytes(env, config.reanalyse_positions, config.search.max_nodes)
+
+
 class _AlphaZeroRun:
     """AlphaZero's steps in the experiment runner (`turbozero.io.experiment.Algorithm`): an epoch
     self-plays every game `collection_steps_per_epoch` moves on, then takes
@@ -207,7 +216,9 @@ class _AlphaZeroRun:
         self.evaluator = Evaluator(az, decide=agree)
         self.eval_metrics: dict[str, Any] = {}  # the latest evaluation's
         self.costs = {
-            "tree_bytes": tree_bytes(az.env, config.num_games, config.search.max_nodes),
+            # (self-play's trees, and with reanalysis the trees its searches build each epoch)
+            "tree_bytes": tree_bytes(az.env, config.num_games, config.search.max_nodes)
+            + reanalysis_tree_bytes(config, az),
             "memory_bytes": _nbytes(self.state_shape.selfplay.memory),
             "parameters": param_count(self.state_shape.params),
             "positions_per_epoch": config.num_games * config.collection_steps_per_epoch,
@@ -521,7 +532,9 @@ def train(
     state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
     if check_memory:
         what = "the training state (trees, replay memory, network and optimizer)"
-        check_fits_in_memory(_nbytes(state_shape), what)
+        if config.reanalyse_positions:
+            what += " and the reanalysis trees"
+        check_fits_in_memory(_nbytes(state_shape) + reanalysis_tree_bytes(config, az), what)
     algorithm = _AlphaZeroRun(config, az, sharder, state_shape, parts or {}, recipes)
     return run_experiment(
         algorithm,

@@ -453,8 +453,10 @@ def test_the_greedy_root_value_is_the_q_of_the_most_visited_move():
     for kind in ("mean", "best"):
         az = make_alphazero(TINY.with_overrides([f"root_value={kind}"]))
         state = az.init(jax.random.PRNGKey(0))
-        state, _ = jax.jit(az.collect, static_argnums=1)(state, 3)
+        state, metrics = jax.jit(az.collect, static_argnums=1)(state, 3)
         stored.append(np.asarray(state.selfplay.memory.experience["root_value"][:, :3]))
+        # (the logged sum is of the values stored, whichever kind they are)
+        np.testing.assert_allclose(metrics["root_value_sum"], stored[-1].sum(), rtol=1e-5)
     assert np.all(np.abs(stored[0]) <= 1) and np.all(np.abs(stored[1]) <= 1)
     assert not np.allclose(stored[0], stored[1])  # the same games, other values stored
     with pytest.raises(ValueError, match=r"root_value must be one of \('mean', 'best'\)"):

@@ -273,7 +273,7 @@ def make_selfplay(
             "truncated": jnp.sum(truncated.astype(jnp.float32)),
             "episode_length_sum": jnp.sum(donef * nmd.step),
             "episode_return_sum": jnp.sum(donef * episode_return[:, 0]),
-            "root_value_sum": jnp.sum(out.root_value),
+            "root_value_sum": jnp.sum(stored),  # (the values stored: `root_value`'s kind)
             "search_depth_sum": jnp.sum(out.max_depth.astype(jnp.float32)),
             "tree_fullness_sum": jnp.sum(out.tree_fullness),
             "full_events": jnp.sum(out.full_events.astype(jnp.float32)),

@@ -3,6 +3,7 @@ of games with chance run."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from pathlib import Path
 
@@ -11,19 +12,26 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
-@pytest.fixture(scope="module")
-def bench_search():
+@contextlib.contextmanager
+def bench_module(name: str):
+    """`bench/NAME.py` imported as a module, with `bench/` importable (its `common`) meanwhile."""
     import sys
 
     sys.path.insert(0, str(BENCH))
     try:
-        spec = importlib.util.spec_from_file_location("bench_search", BENCH / "search.py")
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
     finally:
         sys.path.remove(str(BENCH))
+
+
+@pytest.fixture(scope="module")
+def bench_search():
+    with bench_module("search") as module:
+        yield module
 
 
 def _row(net, sims, ratio, ours, floor, growth):
@@ -168,7 +176,6 @@ def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(tmp_
     """`bench/learning.py --judge RUN`: one row per pair of settings; the row with the run's own
     PUCT constant is `turbozero.load_agent`'s agent's accuracy at those simulations."""
     import json
-    import sys
 
     import jax
 
@@ -180,16 +187,9 @@ def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(tmp_
     run = tmp_path / "run"
     train(TINY, run, progress=False)
     capsys.readouterr()
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_learning", BENCH / "learning.py")
-        assert spec and spec.loader
-        learning = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(learning)
-        own = TINY.search.c_puct
+    own = TINY.search.c_puct
+    with bench_module("learning") as learning:
         learning.main(["--judge", str(run), "--play-simulations", "4", "--play-c-puct", f"{own},9"])
-    finally:
-        sys.path.remove(str(BENCH))
     lines = capsys.readouterr().out.splitlines()
     rows = [json.loads(line) for line in lines if line.startswith("{")][1:]
     assert [(r["simulations"], r["c_puct"]) for r in rows] == [(4, own), (4, 9.0)]

@@ -23,6 +23,7 @@ import optax
 import pgx
 
 from turbozero import envs
+from turbozero.io import enable_compilation_cache
 from turbozero.tutorial import (
     MCTS,
     AlphaZero,
@@ -36,6 +37,8 @@ from turbozero.tutorial import (
     az_default_loss_fn,
     make_nn_eval_fn,
 )
+
+enable_compilation_cache()  # compiled programs kept on disk between runs, as the CLI does
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--toy", action="store_true", help="tiny sizes (seconds, for tests)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -63,6 +65,32 @@ def _release_compiled_programs():
         jax.clear_caches()
         gc.collect()
         _after_last_clear[0] = _memory_maps()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _training_runs_draw_no_plots() -> Iterator[None]:
+    """Training runs in the suite skip the PNGs drawn at their end (matplotlib takes about 1.5 s
+    a run, a third of a tiny run's time); runs whose plots a test reads draw them inside
+    `drawing_plots()`. `turbozero plot` and `turbozero.io.plots` are not affected."""
+    from turbozero.io import experiment
+
+    drawn = experiment.plot_run
+    experiment.plot_run = lambda rows, out_dir: []
+    yield
+    experiment.plot_run = drawn
+
+
+@contextmanager
+def drawing_plots() -> Iterator[None]:
+    """Training runs inside this block draw their plots, as they do outside the suite."""
+    from turbozero.io import experiment
+    from turbozero.io.plots import plot_run
+
+    skipped, experiment.plot_run = experiment.plot_run, plot_run
+    try:
+        yield
+    finally:
+        experiment.plot_run = skipped
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.alphazero.test_selfplay_and_trainer import TINY
+from tests.conftest import drawing_plots
 from turbozero.alphazero import train
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import RunDir
@@ -39,7 +40,8 @@ def _params(run):
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "full"
-    summary = train(CFG, run, preset="test", progress=False)
+    with drawing_plots():
+        summary = train(CFG, run, preset="test", progress=False)
     return run, summary
 
 

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 import pytest
 
+from tests.conftest import drawing_plots
 from turbozero.arena import play_match
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.errors import RunInUseError
@@ -66,7 +67,8 @@ def _same_rows(a, b):
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("ppo") / "full"
-    summary = train_ppo(TINY, run, preset="tiny", progress=False)
+    with drawing_plots():
+        summary = train_ppo(TINY, run, preset="tiny", progress=False)
     return run, summary
 
 

@@ -10,9 +10,13 @@ import errno
 import logging
 import os
 import shutil
+import sys
+import traceback
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import jax
@@ -55,6 +59,57 @@ def _quiet_orbax() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+#: orbax's coroutine that reads one array of a checkpoint
+_ORBAX_READ = "_read_array_index_and_device_put"
+
+
+def _is_closed_loop_error(error: BaseException | None, tb: TracebackType | None) -> bool:
+    """A callback scheduled on an event loop that had been closed under it."""
+    if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+        return False
+    return any(f.f_code.co_name == "call_soon_threadsafe" for f, _ in traceback.walk_tb(tb))
+
+
+def _is_late_read_noise(unraisable: Any) -> bool:
+    """An error of a read that orbax left in flight when a damaged checkpoint failed."""
+    return _is_closed_loop_error(unraisable.exc_value, unraisable.exc_traceback) or (
+        getattr(unraisable.object, "__name__", None) == _ORBAX_READ
+    )
+
+
+class _LateReadNoise(logging.Filter):
+    """Drops asyncio's report of a read's future whose failure nobody awaited."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("exception was never retrieved" in message and "reading" in message)
+
+
+def _drop_late_read_noise() -> None:
+    """Keep the reads orbax leaves in flight after a failed restore from printing tracebacks.
+
+    A damaged checkpoint fails one array read; orbax then closes its event loop while the other
+    reads still run, and each of those, finishing, reports an error nobody can catch: "Event
+    loop is closed" from a TensorStore thread, its own read error from a coroutine never
+    awaited (both through `sys.unraisablehook`), or an unretrieved task (asyncio's log). That
+    is a hundred tracebacks around the one-line report. Installed once, before the first
+    restore, for the process's life (the late reads end at no set time, some before the failed
+    restore has returned); it drops only those reports.
+    """
+    if getattr(sys.unraisablehook, "_turbozero_late_reads", False):
+        return
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not _is_late_read_noise(unraisable):
+            previous(unraisable)
+
+    hook._turbozero_late_reads = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+    logging.getLogger("asyncio").addFilter(_LateReadNoise())
+    warnings.filterwarnings("ignore", message=f"coroutine '{_ORBAX_READ}' was never awaited")
 
 
 def _path_name(path: tuple[Any, ...]) -> str:
@@ -203,6 +258,7 @@ class Checkpointer:
 
     def _unreadable(self, step: int, error: BaseException) -> UnreadableCheckpointError:
         reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+        reason = reason.split(" See full TensorStore details")[0]  # (a spec dump follows)
         return UnreadableCheckpointError(
             f"checkpoint step {step} in {self.directory} cannot be read "
             f"({type(error).__name__}: {reason}); it is damaged or was cut short. Older steps: "
@@ -228,6 +284,7 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        _drop_late_read_noise()
         version = self.restore_meta(step).get("format_version")
         self.verify_saved(step)
         if version != FORMAT_VERSION:

@@ -446,6 +446,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupted_training(out: str | None) -> str:
+    """What an interrupted `train` leaves to resume from, said after "interrupted"."""
+    if out is None:
+        return " (a run's last checkpoint is kept: --out RUN --resume goes on from it)"
+    steps = Path(out) / "checkpoints"
+    if steps.is_dir() and any(p.name.isdigit() for p in steps.iterdir()):
+        return " (the last checkpoint is kept: --resume goes on from it)"
+    return " before the first checkpoint: --resume starts the run from the beginning"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turbozero", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -456,8 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out from its own config (AlphaZero: --set may change "
-        "num_epochs, max_wall_seconds; PPO: nothing)",
+        help="continue the run in --out from its own config (--set may change only where it "
+        "stops and what it logs; AlphaZero: num_epochs, max_wall_seconds, tensorboard, "
+        "wandb_project, eval_record_games; PPO: tensorboard, wandb_project)",
     )
     t.add_argument("--list", action="store_true", help="list presets")
     t.add_argument(
@@ -529,9 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.set_defaults(fn=cmd_eval)
     pl = sub.add_parser("play", help="play against a trained agent in the browser")
-    pl.add_argument(
-        "run_dir", help="an AlphaZero run, one or two players (or a checkpoint step in it)"
-    )
+    pl.add_argument("run_dir", help="a trained run, AlphaZero or PPO (or a checkpoint step in it)")
     pl.add_argument(
         "--human-first",
         action="store_true",
@@ -575,10 +584,10 @@ def main(argv: list[str] | None = None) -> int:
                 return int(args.fn(args))
         return int(args.fn(args))
     except KeyboardInterrupt:
-        # training: a second Ctrl-C (the first finishes the epoch and saves); what was saved
-        # stays. The other commands save nothing.
-        kept = " (the last checkpoint is kept: --resume goes on from it)"
-        print(f"\ninterrupted{kept if args.command == 'train' else ''}", file=sys.stderr)
+        # training: a second Ctrl-C (the first finishes the epoch and saves), or one before the
+        # first epoch began; what was saved stays. The other commands save nothing.
+        kept = _interrupted_training(args.out) if args.command == "train" else ""
+        print(f"\ninterrupted{kept}", file=sys.stderr)
         return 130
     except (
         ConfigError,

@@ -240,9 +240,10 @@ def test_a_run_directory_that_cannot_be_made_is_one_line_of_error(tmp_path, caps
     assert err.startswith("error: Not a directory") and "Traceback" not in err
 
 
-def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys):
-    """A second Ctrl-C raises KeyboardInterrupt wherever the program is (e.g. inside XLA):
-    the CLI says what is kept and exits 130."""
+def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):
+    """A second Ctrl-C raises KeyboardInterrupt wherever the program is (e.g. inside XLA),
+    and a first one before the first epoch: the CLI says what is kept and exits 130, promising
+    a checkpoint only where one was written."""
     from turbozero import cli
 
     def abort(args):
@@ -251,7 +252,15 @@ def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys):
     monkeypatch.setattr(cli, "cmd_train", abort)
     assert cli.main(["train", "tic_tac_toe"]) == 130
     err = capsys.readouterr().err
-    assert "interrupted (the last checkpoint is kept" in err and "Traceback" not in err
+    assert "interrupted (a run's last checkpoint is kept" in err and "Traceback" not in err
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    assert cli.main(["train", "tic_tac_toe", "--out", str(run)]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("before the first checkpoint: --resume starts the run from the beginning")
+    (run / "checkpoints" / "2").mkdir()
+    assert cli.main(["train", "--out", str(run), "--resume"]) == 130
+    assert "interrupted (the last checkpoint is kept" in capsys.readouterr().err
     # the other commands keep nothing: no word of checkpoints there
     monkeypatch.setattr(cli, "cmd_plot", abort)
     assert cli.main(["plot", "anywhere"]) == 130
@@ -427,3 +436,17 @@ def test_training_says_once_when_its_tree_cannot_hold_a_search(tmp_path, capsys)
     train(config, tmp_path / "run", progress=False)
     out = capsys.readouterr().out
     assert out.count("warning: search.max_nodes=12 holds fewer nodes than") == 1
+
+
+def test_the_resume_help_names_every_setting_a_resumed_run_may_change(capsys):
+    from turbozero.alphazero.train import RESUME_MAY_CHANGE as ALPHAZERO
+    from turbozero.cli import main
+    from turbozero.ppo.train import RESUME_MAY_CHANGE as PPO
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    resume = text[text.index("--resume continue") :]
+    alphazero, ppo = resume[: resume.index("PPO:")], resume[resume.index("PPO:") :]
+    assert all(name in alphazero for name in ALPHAZERO), alphazero
+    assert all(name in ppo for name in PPO) and "num_epochs" not in ppo, ppo

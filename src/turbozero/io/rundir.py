@@ -136,8 +136,8 @@ class RunDir:
             )
         if self.path.exists() and any(self.path.iterdir()) and not resume:
             raise FileExistsError(
-                f"run directory {str(self.path)!r} already exists; pass resume=True (--resume) to "
-                f"continue it, or choose another directory (--out)"
+                f"run directory {str(self.path)!r} already exists; continue it with --resume "
+                f"(resume=True from Python), or choose another directory (--out)"
             )
         if resume and not self.is_run():
             raise FileNotFoundError(f"{str(self.path)!r} is not a run directory (no config.json)")

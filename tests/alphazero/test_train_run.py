@@ -293,6 +293,25 @@ def test_a_run_whose_loss_diverges_stops_without_saving_the_diverged_epoch(tmp_p
     assert RunDir(tmp_path / "run").read_metrics() == []
 
 
+def test_games_never_ending_within_max_episode_steps_are_reported_in_the_log_and_the_eval(
+    tmp_path, capsys
+):
+    """Tic-tac-toe cannot end in 3 moves: every episode is cut and dropped, nothing is ever
+    trained on, and evaluation games cut off there count as draws. The run says so in its
+    first epoch (the memory advice came only after it filled twice, and named the wrong
+    cause), and the epoch line shows the share of evaluation games cut off."""
+    import json
+
+    cfg = TINY.with_overrides(["max_episode_steps=3", "eval_opponents=random", "num_epochs=1"])
+    train(cfg, tmp_path / "short", progress=False)
+    out = capsys.readouterr().out
+    assert "no game has ended within max_episode_steps=3" in out and "truncation" in out
+    assert "memory_capacity" not in out  # (not the cause)
+    assert "(100% cut off at max_episode_steps)" in out
+    rows = [json.loads(x) for x in (tmp_path / "short" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["eval/random/truncated"] == 1.0 and rows[-1]["eval/random/draw"] == 1.0
+
+
 def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waiting(tmp_path, capsys):
     """Running episodes hold memory slots: 8 games x 9 slots pass the size check for a batch
     of 72, yet fewer positions are ever finished at once. The run says so instead of waiting

@@ -131,6 +131,8 @@ class Evaluator:
                 out[f"eval/{name}/win"] = r.wins / r.num_games
                 out[f"eval/{name}/draw"] = r.draws / r.num_games
                 out[f"eval/{name}/loss"] = r.losses / r.num_games
+                if r.num_truncated:  # games cut off at max_episode_steps count as draws
+                    out[f"eval/{name}/truncated"] = r.num_truncated / r.num_games
                 scores.append(r.score)
                 records[name] = r
                 if cfg.elo_pool_size:  # (the games are kept for the Elo fit only)

@@ -374,9 +374,21 @@ class _AlphaZeroRun:
     def _warn_if_starved(self, run: Run, state: TrainState, available: int) -> None:
         """Say once that the memory may never hold a batch: episodes still running hold slots
         that cannot be sampled, so once every slot has been written twice over, a batch still
-        out of reach may never be (the config check can only bound the memory's size)."""
+        out of reach may never be (the config check can only bound the memory's size). Where
+        every episode so far was cut at `max_episode_steps` and dropped, say that at once: no
+        game of this length may ever end (the config check cannot know a game's length)."""
         cfg = self.config
         self.most_sampleable = max(self.most_sampleable, available)
+        memory = state.selfplay.memory
+        finished, dropped = int(memory.episodes_finished), int(memory.episodes_dropped)
+        if dropped and not finished and not self.warned_waiting:
+            self.warned_waiting = True
+            run.log.info(
+                f"warning: no game has ended within max_episode_steps={cfg.max_episode_steps}: "
+                f"all {dropped} episodes so far were cut off there and dropped "
+                f"(truncation={cfg.truncation!r}), so no position can be trained on; raise "
+                f"max_episode_steps to the game's length, or set truncation=bootstrap"
+            )
         filled = int(state.env_steps) >= 2 * cfg.num_games * cfg.memory_capacity
         if filled and not self.warned_waiting:
             self.warned_waiting = True

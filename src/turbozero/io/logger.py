@@ -51,6 +51,8 @@ def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> s
     for name in opponents:
         w, d, lost = (row.get(f"eval/{name}/{x}", 0.0) for x in ("win", "draw", "loss"))
         parts.append(f"| vs {name} W/D/L {w:.0%}/{d:.0%}/{lost:.0%}")
+        if row.get(f"eval/{name}/truncated"):
+            parts.append(f"({row[f'eval/{name}/truncated']:.0%} cut off at max_episode_steps)")
     if "eval/best/score" in row:
         parts.append(f"| vs best {row['eval/best/score']:.2f}")
     if "eval/accuracy/result" in row:

@@ -197,8 +197,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ):
             if value is not None:
                 raise ConfigError(f"{flag} is for games; --accuracy plays none")
-        if not 1 <= args.positions <= 100_000:
+        if args.positions is not None and not 1 <= args.positions <= 100_000:
             raise ConfigError(f"--positions must be in [1, 100000], got {args.positions}")
+    elif args.positions is not None:
+        raise ConfigError("--positions is the size of --accuracy's position set; add --accuracy")
     loaded = turbozero.load_agent(args.run_dir, args.simulations, which=args.which)
     env = loaded.env
     key = jax.random.PRNGKey(args.seed)
@@ -210,7 +212,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 f"--accuracy needs a solver, which exists for {', '.join(SOLVED_GAMES)}; "
                 f"{env.name!r} has none"
             )
-        positions = positions_for(env.name, num_positions=args.positions)
+        if env.name.removeprefix("pgx:") == "tic_tac_toe" and args.positions is not None:
+            raise ConfigError(
+                "--positions chooses Connect Four's set; tic_tac_toe's is all of its 4,520 "
+                "reachable positions"
+            )
+        positions = positions_for(env.name, num_positions=args.positions or 1000)
         acc = move_accuracy(env, loaded.agent, positions, key)
         out = {
             "run": str(args.run_dir),
@@ -534,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument(
         "--positions",
         type=int,
-        default=1000,
+        default=None,
         help="with --accuracy: Connect Four positions in the labelled set (default 1000)",
     )
     v.add_argument("--json", action="store_true", help="print one JSON object")

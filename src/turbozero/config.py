@@ -33,7 +33,7 @@ class ConfigError(ValueError):
 
 def suggest(name: str, choices: Iterable[str]) -> str:
     """A ' did you mean ...?' hint for a misspelt name (or an empty string)."""
-    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
     return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 

@@ -197,6 +197,20 @@ def test_plot_of_a_run_without_metrics_says_so(tmp_path, capsys):
     assert "is not a run directory" in capsys.readouterr().err
 
 
+def test_positions_is_refused_where_it_would_change_nothing(full_run, capsys):
+    """`--positions` sizes Connect Four's labelled set: without `--accuracy`, or for
+    tic-tac-toe (whose set is all of its positions), it was silently ignored."""
+    from turbozero.cli import main
+
+    run, _ = full_run
+    assert main(["eval", str(run), "--positions", "0"]) == 2
+    assert "add --accuracy" in capsys.readouterr().err
+    assert main(["eval", str(run), "--accuracy", "--positions", "0"]) == 2
+    assert "--positions must be in [1, 100000], got 0" in capsys.readouterr().err
+    assert main(["eval", str(run), "--accuracy", "--positions", "5"]) == 2
+    assert "tic_tac_toe's is all of its 4,520 reachable positions" in capsys.readouterr().err
+
+
 def test_plot_takes_a_checkpoint_path_as_eval_and_play_do(full_run, capsys):
     from turbozero.cli import main
 

@@ -98,6 +98,11 @@ def _drop_late_read_noise() -> None:
     restore, for the process's life (the late reads end at no set time, some before the failed
     restore has returned); it drops only those reports.
     """
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _LateReadNoise) for f in asyncio_log.filters):
+        asyncio_log.addFilter(_LateReadNoise())
+        warnings.filterwarnings("ignore", message=f"coroutine '{_ORBAX_READ}' was never awaited")
+    # (checked each time: a test runner may have put its own hook in since)
     if getattr(sys.unraisablehook, "_turbozero_late_reads", False):
         return
     previous = sys.unraisablehook
@@ -108,8 +113,6 @@ def _drop_late_read_noise() -> None:
 
     hook._turbozero_late_reads = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
-    logging.getLogger("asyncio").addFilter(_LateReadNoise())
-    warnings.filterwarnings("ignore", message=f"coroutine '{_ORBAX_READ}' was never awaited")
 
 
 def _path_name(path: tuple[Any, ...]) -> str:

@@ -67,22 +67,6 @@ def _release_compiled_programs():
         _after_last_clear[0] = _memory_maps()
 
 
-@pytest.fixture(autouse=True)
-def _suite_compilation_cache_kept() -> Iterator[None]:
-    """Put JAX's compilation-cache directory back after a test that moved it.
-
-    The CLI turns the cache on at `$TURBOZERO_CACHE/jax`; a test that points `TURBOZERO_CACHE`
-    at a temporary directory and calls the CLI in-process would otherwise leave the rest of its
-    worker's tests compiling every program afresh: JAX writes the directory into the compile
-    options (its GPU autotuning cache lives there), and the compile options are part of every
-    program's cache key.
-    """
-    cache_dir = jax.config.jax_compilation_cache_dir
-    yield
-    if jax.config.jax_compilation_cache_dir != cache_dir:
-        jax.config.update("jax_compilation_cache_dir", cache_dir)
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _training_runs_draw_no_plots() -> Iterator[None]:
     """Training runs in the suite skip the PNGs drawn at their end (matplotlib takes about 1.5 s

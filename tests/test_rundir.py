@@ -1,9 +1,10 @@
-"""A run directory has one writer at a time."""
+"""A run directory has one writer at a time; compiled programs are cached in one place."""
 
 from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,20 @@ def test_a_disk_that_refuses_writes_is_one_line_of_error(tmp_path, monkeypatch, 
     assert main(["train", "tic_tac_toe", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and text in err[0]
+
+
+def test_the_compilation_cache_directory_set_first_in_a_process_is_kept(tmp_path, monkeypatch):
+    """The suite's conftest turned the cache on; a later call with another `TURBOZERO_CACHE`
+    (as the CLI makes, in-process) keeps it: a moved directory changed every later program's
+    cache key, and a worker of the suite compiled everything afresh after one such test."""
+    import jax
+
+    from turbozero.io import enable_compilation_cache
+
+    first = jax.config.jax_compilation_cache_dir
+    assert first
+    monkeypatch.setenv("TURBOZERO_CACHE", str(tmp_path / "elsewhere"))
+    assert enable_compilation_cache() == Path(first)
+    assert enable_compilation_cache(tmp_path / "other") == Path(first)
+    assert jax.config.jax_compilation_cache_dir == first
+    assert not (tmp_path / "elsewhere").exists() and not (tmp_path / "other").exists()

@@ -41,10 +41,16 @@ def enable_compilation_cache(path: str | os.PathLike[str] | None = None) -> Path
     """Turn on JAX's persistent compilation cache outside the work tree.
 
     Defaults to `$TURBOZERO_CACHE/jax` or `~/.cache/turbozero/jax`, so fresh clones on the same
-    machine reuse compiled programs.
+    machine reuse compiled programs. A directory already set in this process (by an earlier
+    call, or by the user) is kept and returned: JAX opens its cache once per process, and a
+    directory changed afterwards only changes every program's cache key (JAX writes it into the
+    compile options), so each later program would be compiled afresh and stored again.
     """
     import jax
 
+    current = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if current:
+        return Path(current)
     base = Path(path or os.environ.get("TURBOZERO_CACHE") or Path.home() / ".cache" / "turbozero")
     cache = base / "jax" if path is None else base
     cache.mkdir(parents=True, exist_ok=True)

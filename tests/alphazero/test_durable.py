@@ -160,6 +160,25 @@ def test_batch_sizes_that_do_not_divide_the_devices_are_refused():
     assert "ERR num_games=6 must be divisible by the number of devices (4)" in out
 
 
+def test_overlap_on_several_devices_is_refused_naming_both_ways_out():
+    code = textwrap.dedent(
+        """
+        from tests.alphazero.test_selfplay_and_trainer import TINY
+        from turbozero.alphazero.sharding import Sharder
+        Sharder(TINY.with_overrides(["overlap=true", "devices=1"]))  # one device: fine
+        try:
+            Sharder(TINY.with_overrides(["overlap=true"]))
+        except ValueError as e:
+            print("ERR", e)
+        """
+    )
+    out = _run(code, devices=2)
+    assert (
+        "ERR overlap=true runs self-play and the gradient steps side by side on one device" in out
+    )
+    assert "set devices=1 or overlap=false" in out
+
+
 TRAIN_FOREVER = textwrap.dedent(
     """
     import sys
@@ -167,18 +186,19 @@ TRAIN_FOREVER = textwrap.dedent(
     enable_compilation_cache()
     from tests.alphazero.test_selfplay_and_trainer import TINY
     from turbozero.alphazero import train
-    cfg = TINY.with_overrides(["num_epochs=100000", "eval_every=100000"])
+    cfg = TINY.with_overrides(["num_epochs=100000", "eval_every=100000", f"overlap={sys.argv[2]}"])
     train(cfg, sys.argv[1], progress=False)
     print("CLEAN EXIT")
     """
 )
 
 
-def test_sigterm_finishes_the_step_saves_and_exits_zero(tmp_path):
+@pytest.mark.parametrize("overlap", ["false", "true"])
+def test_sigterm_finishes_the_step_saves_and_exits_zero(tmp_path, overlap):
     run = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=pythonpath())
     proc = subprocess.Popen(
-        [sys.executable, "-c", TRAIN_FOREVER, str(run)],
+        [sys.executable, "-c", TRAIN_FOREVER, str(run), overlap],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,

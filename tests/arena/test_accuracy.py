@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import jax
@@ -205,3 +206,26 @@ def test_config_accepts_the_perfect_player_and_accuracy_only_where_a_solver_exis
         othello.with_overrides(["eval_opponents=perfect"])
     with pytest.raises(ConfigError, match="eval_accuracy=true needs a solver"):
         othello.with_overrides(["eval_accuracy=true"])
+
+
+@pytest.mark.parametrize("opponent", ["random", "mcts:4"])
+def test_batches_asked_side_by_side_give_the_moves_asked_one_at_a_time(
+    tic_tac_toe, key, monkeypatch, opponent
+):
+    from turbozero.arena import accuracy
+    from turbozero.arena.opponents import make_opponent
+
+    agent, positions = make_opponent(tic_tac_toe, opponent), tic_tac_toe_positions()
+    moves = {}
+    for threads in (1, 3):
+        monkeypatch.setattr(accuracy, "side_by_side", lambda threads=threads: threads)
+        moves[threads] = accuracy.agent_actions(tic_tac_toe, agent, positions, key, batch_size=1000)
+    assert moves[1].shape == (4520,)
+    np.testing.assert_array_equal(moves[1], moves[3])
+
+
+def test_side_by_side_runs_a_batch_per_cpu_core():
+    from turbozero.arena.accuracy import side_by_side
+
+    assert jax.default_backend() == "cpu"
+    assert 1 <= side_by_side() <= (os.cpu_count() or 1)

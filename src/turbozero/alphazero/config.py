@@ -146,6 +146,7 @@ class AlphaZeroConfig(Config):
     warmup_steps: int = 8  # self-play steps before the first epoch
     collection_steps_per_epoch: int = 16
     train_steps_per_epoch: int = 32
+    overlap: bool = False  # self-play on a second thread beside the gradient steps (one device)
     num_epochs: int = 20
     max_wall_seconds: float = 0.0  # 0: no limit; else stop (and save) after this much training
     eval_every: int = 1

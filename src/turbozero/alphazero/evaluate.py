@@ -14,6 +14,7 @@ run evaluates exactly as an uninterrupted one.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ class Evaluator:
             if cfg.eval_accuracy
             else None
         )
+        self.beside = concurrent.futures.ThreadPoolExecutor(1, "turbozero-accuracy")
         # tester state
         self.best_params: Params | None = None
         self.best_score = -np.inf  # the best's mean score against the fixed opponents
@@ -126,6 +128,11 @@ class Evaluator:
             self._update_best(params, me, out["eval/score"], None, {})
         else:
             scores = []
+            accuracy = None
+            if self.positions is not None:  # (beside the games: each keeps about a core busy)
+                accuracy = self.beside.submit(
+                    move_accuracy, env, current, self.positions, jax.random.fold_in(key, 3000)
+                )
             for i, (name, opp) in enumerate(self.opponents.items()):
                 r = self._match(current, opp, jax.random.fold_in(key, i), cfg.eval_games)
                 out[f"eval/{name}/win"] = r.wins / r.num_games
@@ -137,8 +144,8 @@ class Evaluator:
                 records[name] = r
                 if cfg.elo_pool_size:  # (the games are kept for the Elo fit only)
                     self.elo = self.elo.add_record(me, name, r.wins, r.draws, r.losses)
-            if self.positions is not None:
-                acc = move_accuracy(env, current, self.positions, jax.random.fold_in(key, 3000))
+            if accuracy is not None:
+                acc = accuracy.result()
                 out["eval/accuracy/result"] = acc.result
                 out["eval/accuracy/best"] = acc.best
             if "network" in cfg.eval_opponents:  # the search's gain over its own network

@@ -40,6 +40,12 @@ class Sharder:
                 f"count that covers every host"
             )
         n = len(devices)
+        if config.overlap and (n > 1 or processes > 1):
+            raise ValueError(
+                f"overlap=true runs self-play and the gradient steps side by side on one device, "
+                f"but this run spans {n} devices in {processes} process(es): set devices=1 or "
+                f"overlap=false"
+            )
         for name in ("num_games", "train_batch_size"):
             value = getattr(config, name)
             if value % n:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -15,6 +16,7 @@ from typing import Any
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from turbozero.alphazero.config import AlphaZeroConfig
@@ -84,6 +86,13 @@ class _CompiledAhead:
             if "shardings" not in str(err):
                 raise
             return compiled(jax.device_put(state, compiled.input_shardings[0][0]))
+
+
+def _fork(state: TrainState) -> TrainState:
+    """A copy of `state` in buffers of its own for `overlap`'s gradient steps, with a key apart
+    from the one self-play goes on with."""
+    copy = jax.tree_util.tree_map(jnp.copy, state)
+    return copy.replace(key=jax.random.fold_in(state.key, 1))
 
 
 def positions_played(cfg: AlphaZeroConfig, epochs: int) -> int:
@@ -272,6 +281,10 @@ class _AlphaZeroRun:
         options = compiler_options()
         self.collect = _CompiledAhead(jit_step(self.az.collect, shape, compiler_options=options))
         self.train_steps = _CompiledAhead(jit_step(self.az.train_steps, shape))
+        if cfg.overlap:
+            self.fork = jax.jit(_fork, out_shardings=self.sharder.shardings(shape))
+            self.pool = concurrent.futures.ThreadPoolExecutor(1, "turbozero-selfplay")
+            run.cleanup.callback(self.pool.shutdown)
 
     def init(self) -> TrainState:
         return self.initial
@@ -326,11 +339,14 @@ class _AlphaZeroRun:
         if cfg.train_steps_per_epoch:
             compile_seconds += self.train_steps.prepare(state, 1)
         row: dict[str, Any] = {"compile_seconds": compile_seconds} if compile_seconds else {}
-        t0 = time.perf_counter()
-        state, selfplay = self.collect(state, cfg.collection_steps_per_epoch)
-        jax.block_until_ready(state.key)
+        if (
+            cfg.overlap
+            and cfg.train_steps_per_epoch
+            and int(state.selfplay.memory.positions_sampleable) >= cfg.train_batch_size
+        ):
+            return self._overlapped_epoch(run, state, epoch, row)
+        state, selfplay, selfplay_seconds = self._collect(state)
         run.flag.check_abort()
-        selfplay_seconds = time.perf_counter() - t0
         available = int(state.selfplay.memory.positions_sampleable)
         if cfg.train_steps_per_epoch and available >= cfg.train_batch_size:
             state, learned = self._learn(run, state, epoch)
@@ -339,6 +355,43 @@ class _AlphaZeroRun:
             row["waiting_for_positions"] = True
             self._warn_if_starved(run, state, available)
         state = state.replace(epoch=state.epoch + 1)
+        row.update(self._selfplay_row(selfplay, selfplay_seconds, available))
+        return state, row
+
+    def _collect(self, state: TrainState) -> tuple[TrainState, dict[str, Any], float]:
+        """The epoch's self-play moves; their sums and the seconds they took."""
+        t = time.perf_counter()
+        state, selfplay = self.collect(state, self.config.collection_steps_per_epoch)
+        jax.block_until_ready(state.key)
+        return state, selfplay, time.perf_counter() - t
+
+    def _overlapped_epoch(
+        self, run: Run, state: TrainState, epoch: int, row: dict[str, Any]
+    ) -> tuple[TrainState, dict[str, Any]]:
+        """`overlap`: self-play on the pool's thread while this thread takes the gradient steps
+        on a copy of the state, so on a CPU the two keep more cores busy than either alone. The
+        self-play moves use the weights the epoch starts with (as in sequence), and the gradient
+        steps draw from the memory as it was before those moves (in sequence they also see the
+        epoch's `num_games * collection_steps_per_epoch` new positions). Each side donates its
+        own buffers; the result is the same for a seed whatever the threads' timing."""
+        learner = self.fork(state)
+        pending = self.pool.submit(self._collect, state)
+        try:
+            learner, learned = self._learn(run, learner, epoch)
+        except BaseException:
+            concurrent.futures.wait([pending])  # (its computation holds this process's buffers)
+            raise
+        state, selfplay, selfplay_seconds = pending.result()
+        run.flag.check_abort()
+        state = state.replace(
+            params=learner.params,
+            opt_state=learner.opt_state,
+            train_steps=learner.train_steps,
+            ema=learner.ema,
+            epoch=state.epoch + 1,
+        )
+        available = int(state.selfplay.memory.positions_sampleable)
+        row.update(learned)
         row.update(self._selfplay_row(selfplay, selfplay_seconds, available))
         return state, row
 

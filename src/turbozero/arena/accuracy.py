@@ -22,6 +22,7 @@ Sets (`positions_for`):
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -189,20 +190,36 @@ def _action_program(policy_fn: PolicyFn) -> Callable[[Params, Any, PRNGKey], Arr
     return jax.jit(act, compiler_options=options)
 
 
+def side_by_side() -> int:
+    """How many of an agent's batches to run at once: one per CPU core this process may use on
+    a CPU (XLA:CPU runs a search's small loops on one thread, so one program keeps about one
+    core busy, and two batches side by side take half the time on two cores), else 1."""
+    if jax.default_backend() != "cpu":
+        return 1
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return max(1, len(cores) if cores else (os.cpu_count() or 1))
+
+
 def agent_actions(
     env: Env, agent: Agent, positions: PositionSet, key: PRNGKey, *, batch_size: int = 512
 ) -> np.ndarray:
     """The agent's move `[N]` in every position, asked `batch_size` positions at a time (the
-    last batch is padded, so one program serves every batch)."""
+    last batch is padded, so one program serves every batch); on a CPU the batches run on
+    `side_by_side()` threads. Batch `i` draws from `fold_in(key, i)`, so the moves do not
+    depend on how many run at once."""
     n = len(positions)
     batch = max(1, min(int(batch_size), n))
     padded = -(-n // batch) * batch
     moves = np.concatenate([positions.moves, positions.moves[: padded - n]])
     replay, act = _replay_program(env), _action_program(agent.policy_fn)
-    out = []
-    for i in range(padded // batch):
+
+    def ask(i: int) -> np.ndarray:
         states = replay(jnp.asarray(moves[i * batch : (i + 1) * batch]))
-        out.append(np.asarray(act(agent.params, states, jax.random.fold_in(key, i))))
+        return np.asarray(act(agent.params, states, jax.random.fold_in(key, i)))
+
+    batches = padded // batch
+    with concurrent.futures.ThreadPoolExecutor(min(side_by_side(), batches)) as pool:
+        out = list(pool.map(ask, range(batches)))
     return np.concatenate(out)[:n]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,9 @@ def require_bitbully(feature: str = "Connect Four's perfect player") -> Any:
     return bitbully
 
 
+_SOLVER_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1)
 def _solver() -> Any:
     """One solver per process, with its opening book loaded (about 0.2 s)."""
@@ -55,7 +59,9 @@ def _scores_of(board: Any) -> np.ndarray:
     """`[7]` float32 scores of `board`'s moves (a `bitbully.Board`), `ILLEGAL_SCORE` on full
     columns."""
     out = np.full(COLUMNS, ILLEGAL_SCORE, np.float32)
-    for column, score in _solver().score_all_moves(board).items():
+    with _SOLVER_LOCK:  # (one solver and its tables; `agent_actions` asks from several threads)
+        scores = _solver().score_all_moves(board)
+    for column, score in scores.items():
         out[column] = score
     return out
 

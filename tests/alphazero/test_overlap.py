@@ -3,7 +3,9 @@ behind, with the same result for a seed whatever the threads' timing."""
 
 from __future__ import annotations
 
+import importlib
 import threading
+import time
 
 import jax
 import numpy as np
@@ -34,18 +36,14 @@ def _selfplay_threads():
 
 
 def test_overlapped_runs_repeat_for_a_seed_and_resume_exactly(tmp_path):
-    whole, again, split = tmp_path / "whole", tmp_path / "again", tmp_path / "split"
+    whole, split = tmp_path / "whole", tmp_path / "split"
     train(OVERLAP, whole, progress=False)
-    train(OVERLAP, again, progress=False)
     train(OVERLAP, split, progress=False, num_epochs=2)
     train(OVERLAP, split, progress=False, resume=True)
     rows = _rows(whole)
-    assert rows == _rows(again) == _rows(split)
-    for other in (again, split):
-        for a, b in zip(
-            jax.tree.leaves(_params(whole)), jax.tree.leaves(_params(other)), strict=True
-        ):
-            np.testing.assert_array_equal(a, b)
+    assert rows == _rows(split)  # (two runs, one of them stopped and resumed)
+    for a, b in zip(jax.tree.leaves(_params(whole)), jax.tree.leaves(_params(split)), strict=True):
+        np.testing.assert_array_equal(a, b)
     assert all(np.isfinite(r["loss"]) for r in rows)
     assert not _selfplay_threads(), "the self-play thread ends with the run"
 
@@ -87,26 +85,15 @@ def test_an_overlapped_epoch_is_self_play_from_its_state_beside_steps_on_a_copy(
     assert int(after.selfplay.memory.positions_sampleable) > held >= OVERLAP.train_batch_size
 
 
-def test_overlap_trains_apart_from_the_sequential_run(tmp_path):
-    """From the second epoch on, the gradient steps miss the epoch's newest positions."""
-    runs = {}
-    for overlap in ("false", "true"):
-        runs[overlap] = tmp_path / overlap
-        train(
-            OVERLAP.with_overrides([f"overlap={overlap}", "num_epochs=2"]),
-            runs[overlap],
-            progress=False,
-        )
-    seq, over = _rows(runs["false"]), _rows(runs["true"])
-    assert seq[0]["loss"] == over[0]["loss"]  # the first epoch had no batch before its moves
-    assert seq[1]["loss"] != over[1]["loss"]
-
-
-@pytest.mark.parametrize("overlap", [False, True])
 def test_a_second_ctrl_c_in_an_overlapped_epoch_waits_for_self_play_and_keeps_the_last_save(
-    tmp_path, monkeypatch, overlap
+    tmp_path, monkeypatch
 ):
-    learn = _AlphaZeroRun._learn
+    learn, collect, overlapped = (
+        _AlphaZeroRun._learn,
+        _AlphaZeroRun._collect,
+        _AlphaZeroRun._overlapped_epoch,
+    )
+    times = {}
 
     def interrupted(self, run, state, epoch):
         out = learn(self, run, state, epoch)
@@ -114,11 +101,43 @@ def test_a_second_ctrl_c_in_an_overlapped_epoch_waits_for_self_play_and_keeps_th
             raise KeyboardInterrupt  # as `check_abort` after a second Ctrl-C
         return out
 
+    def timed_collect(self, state):
+        out = collect(self, state)
+        times["self-play ended"] = time.monotonic()
+        return out
+
+    def timed_epoch(self, run, state, epoch, row):
+        try:
+            return overlapped(self, run, state, epoch, row)
+        except KeyboardInterrupt:
+            times["epoch left"] = time.monotonic()
+            raise
+
     monkeypatch.setattr(_AlphaZeroRun, "_learn", interrupted)
+    monkeypatch.setattr(_AlphaZeroRun, "_collect", timed_collect)
+    monkeypatch.setattr(_AlphaZeroRun, "_overlapped_epoch", timed_epoch)
     run = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        train(OVERLAP.with_overrides([f"overlap={str(overlap).lower()}"]), run, progress=False)
+        train(OVERLAP, run, progress=False)
+    assert times["self-play ended"] <= times["epoch left"], "self-play was waited for"
     assert not _selfplay_threads()
     ck = Checkpointer(RunDir(run).checkpoints)
     assert ck.latest_step() == 1
     ck.close()
+
+
+def test_the_memory_check_counts_overlaps_copy_of_the_state(tmp_path, monkeypatch):
+    train_module = importlib.import_module("turbozero.alphazero.train")  # (the package's
+    # `train` attribute is the function)
+    counted = {}
+
+    def record(nbytes, what):
+        counted[what] = nbytes
+        raise SystemExit  # (nothing to train)
+
+    monkeypatch.setattr(train_module, "check_fits_in_memory", record)
+    for overlap in ("false", "true"):
+        with pytest.raises(SystemExit):
+            train(OVERLAP.with_overrides([f"overlap={overlap}"]), tmp_path / overlap)
+    (one, what_one), (two, what_two) = ((v, k) for k, v in counted.items())
+    assert two == 2 * one and "twice" in what_two and "twice" not in what_one

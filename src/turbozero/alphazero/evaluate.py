@@ -133,17 +133,22 @@ class Evaluator:
                 accuracy = self.beside.submit(
                     move_accuracy, env, current, self.positions, jax.random.fold_in(key, 3000)
                 )
-            for i, (name, opp) in enumerate(self.opponents.items()):
-                r = self._match(current, opp, jax.random.fold_in(key, i), cfg.eval_games)
-                out[f"eval/{name}/win"] = r.wins / r.num_games
-                out[f"eval/{name}/draw"] = r.draws / r.num_games
-                out[f"eval/{name}/loss"] = r.losses / r.num_games
-                if r.num_truncated:  # games cut off at max_episode_steps count as draws
-                    out[f"eval/{name}/truncated"] = r.num_truncated / r.num_games
-                scores.append(r.score)
-                records[name] = r
-                if cfg.elo_pool_size:  # (the games are kept for the Elo fit only)
-                    self.elo = self.elo.add_record(me, name, r.wins, r.draws, r.losses)
+            try:
+                for i, (name, opp) in enumerate(self.opponents.items()):
+                    r = self._match(current, opp, jax.random.fold_in(key, i), cfg.eval_games)
+                    out[f"eval/{name}/win"] = r.wins / r.num_games
+                    out[f"eval/{name}/draw"] = r.draws / r.num_games
+                    out[f"eval/{name}/loss"] = r.losses / r.num_games
+                    if r.num_truncated:  # games cut off at max_episode_steps count as draws
+                        out[f"eval/{name}/truncated"] = r.num_truncated / r.num_games
+                    scores.append(r.score)
+                    records[name] = r
+                    if cfg.elo_pool_size:  # (the games are kept for the Elo fit only)
+                        self.elo = self.elo.add_record(me, name, r.wins, r.draws, r.losses)
+            except BaseException:
+                if accuracy is not None:  # (its threads hold this process's buffers)
+                    concurrent.futures.wait([accuracy])
+                raise
             if accuracy is not None:
                 acc = accuracy.result()
                 out["eval/accuracy/result"] = acc.result

@@ -44,7 +44,8 @@ class Sharder:
             raise ValueError(
                 f"overlap=true runs self-play and the gradient steps side by side on one device, "
                 f"but this run spans {n} devices in {processes} process(es): set devices=1 or "
-                f"overlap=false"
+                f"overlap=false (a run resumed on more devices than it started on: make one "
+                f"visible, e.g. CUDA_VISIBLE_DEVICES=0)"
             )
         for name in ("num_games", "train_batch_size"):
             value = getattr(config, name)

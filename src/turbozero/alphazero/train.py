@@ -285,6 +285,7 @@ class _AlphaZeroRun:
             self.fork = jax.jit(_fork, out_shardings=self.sharder.shardings(shape))
             self.pool = concurrent.futures.ThreadPoolExecutor(1, "turbozero-selfplay")
             run.cleanup.callback(self.pool.shutdown)
+        run.cleanup.callback(self.evaluator.beside.shutdown)
 
     def init(self) -> TrainState:
         return self.initial
@@ -597,9 +598,14 @@ def train(
     state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
     if check_memory:
         what = "the training state (trees, replay memory, network and optimizer)"
+        if config.overlap:
+            what += ", twice (overlap's gradient steps work on a copy)"
         if config.reanalyse_positions:
             what += " and the reanalysis trees"
-        check_fits_in_memory(_nbytes(state_shape) + reanalysis_tree_bytes(config, az), what)
+        copies = 2 if config.overlap else 1
+        check_fits_in_memory(
+            copies * _nbytes(state_shape) + reanalysis_tree_bytes(config, az), what
+        )
     algorithm = _AlphaZeroRun(config, az, sharder, state_shape, parts or {}, recipes)
     return run_experiment(
         algorithm,

@@ -234,7 +234,8 @@ def move_accuracy(
         positions: from `positions_for`.
         key: consumed by the agent (root noise is off in evaluation agents; ties and sampled
             moves draw from it).
-        batch_size: positions per call (bounds the memory of a searching agent's trees).
+        batch_size: positions per call (bounds the memory of a searching agent's trees; on a
+            CPU, `side_by_side()` calls run at once).
 
     Raises:
         ValueError: if the game or its action count does not match the positions, or
@@ -249,7 +250,9 @@ def move_accuracy(
         )
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    return accuracy_of_actions(positions, agent_actions(env, agent, positions, key))
+    return accuracy_of_actions(
+        positions, agent_actions(env, agent, positions, key, batch_size=batch_size)
+    )
 
 
 # -- the labelled sets -----------------------------------------------------------------------

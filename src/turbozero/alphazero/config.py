@@ -32,6 +32,7 @@ class NetworkConfig(Config):
     value_bins: int = 0  # 0: scalar value (tanh for 2 players) + MSE; >= 2: categorical bins
     policy_channels: int = 2  # resnet: channels of the policy head's 1x1 convolution
     value_channels: int = 1  # resnet: channels of the value head's 1x1 convolution
+    line_features: bool = False  # resnet, k-in-a-row games: also read each cell's open lines
 
     def validate(self) -> None:
         check_choice("network.kind", self.kind, ["resnet", "mlp"])
@@ -40,6 +41,12 @@ class NetworkConfig(Config):
         check_range("network.policy_channels", self.policy_channels, low=1)
         check_range("network.value_channels", self.value_channels, low=1)
         check_choice("network.norm", self.norm, ["batch", "layer"])
+        if self.line_features and self.kind != "resnet":
+            raise ConfigError(
+                f"network.line_features=true adds input planes to the resnet's board; "
+                f"network.kind={self.kind!r} has none: set network.kind=resnet or leave "
+                f"network.line_features out"
+            )
         if self.value_bins == 1 or self.value_bins < 0:
             raise ValueError(f"network.value_bins must be 0 or >= 2, got {self.value_bins}")
         for h in self.hidden:
@@ -175,6 +182,15 @@ class AlphaZeroConfig(Config):
             check_choice("env", self.env, sorted(GAMES))
         if self.reward_fn is not None:
             check_reward_fn(self.env, self.reward_fn)
+        if self.network.line_features:
+            from turbozero.envs.boards import BOARDS
+
+            line_games = [name for name, board in BOARDS.items() if board.line]
+            if self.env not in line_games:
+                raise ConfigError(
+                    f"network.line_features=true needs a game won by k marks in a row "
+                    f"({' or '.join(line_games)}), not env {self.env!r}; leave it out"
+                )
         check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)

@@ -114,6 +114,7 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
                 bounded_value=env.num_players == 2,
                 policy_channels=n.policy_channels,
                 value_channels=n.value_channels,
+                line_length=_line_length(env) if n.line_features else 0,
             )
         )
     return PolicyValueMLP(
@@ -122,6 +123,13 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
         value_bins=n.value_bins,
         bounded_value=env.num_players == 2,
     )
+
+
+def _line_length(env: Env) -> int:
+    board = BOARDS.get(env.name)
+    if board is None or board.line is None:
+        raise ValueError(f"network.line_features: {env.name!r} is not won by k marks in a row")
+    return board.line[2]
 
 
 def augmentations(env: Env):

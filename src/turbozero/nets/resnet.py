@@ -7,6 +7,7 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
+from turbozero.nets.lines import line_features
 from turbozero.struct import ADDED_LATER
 from turbozero.types import Array
 from turbozero.validate import check_count
@@ -30,6 +31,8 @@ class AZResnetConfig:
         policy_channels: channels of the policy head's 1x1 convolution, >= 1.
         value_channels: channels of the value head's 1x1 convolution, >= 1: the value head
             reads the torso through `H * W * value_channels` numbers.
+        line_length: 0, or the `k` of a game won by k marks in a row: the network also reads
+            `turbozero.nets.lines.line_features` of its board (4 more input planes).
 
     AlphaGo Zero's heads have 2 policy and 1 value channels (the defaults); AlphaZero.jl's
     Connect Four network has 4 policy and 32 value channels.
@@ -44,6 +47,7 @@ class AZResnetConfig:
     model_type: str = "resnet"
     policy_channels: int = dataclasses.field(default=2, metadata=ADDED_LATER)
     value_channels: int = dataclasses.field(default=1, metadata=ADDED_LATER)
+    line_length: int = dataclasses.field(default=0, metadata=ADDED_LATER)
 
     def __post_init__(self) -> None:
         check_count("policy_head_out_size", self.policy_head_out_size, low=1)
@@ -51,6 +55,8 @@ class AZResnetConfig:
         check_count("num_channels", self.num_channels, low=1)
         check_count("policy_channels", self.policy_channels, low=1)
         check_count("value_channels", self.value_channels, low=1)
+        if check_count("line_length", self.line_length, low=0) == 1:
+            raise ValueError(f"line_length must be 0 or >= 2, got {self.line_length}")
         if self.norm not in ("batch", "layer"):
             raise ValueError(f"norm must be 'batch' or 'layer', got {self.norm!r}")
         if check_count("value_bins", self.value_bins, low=0) == 1:
@@ -103,6 +109,8 @@ class AZResnet(nn.Module):
             x = x[:, None, None, :]
         elif x.ndim == 3:
             x = x[..., None]
+        if cfg.line_length:
+            x = jnp.concatenate([x, line_features(x, cfg.line_length)], axis=-1)
         x = nn.Conv(cfg.num_channels, (3, 3), use_bias=False)(x)
         x = nn.relu(_Norm(cfg.norm)(x, train))
         for _ in range(cfg.num_blocks):

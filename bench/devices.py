@@ -16,6 +16,18 @@ from the same state, collected the same memory (they should: every game draws fr
 
     python bench/devices.py [--devices 2] [--games tic_tac_toe connect_four] [--batch 64]
         [--sims 32] [--steps 4] [--repeats 3]
+
+`--part train` times the gradient step instead: the preset's own compiled `train_steps(state,
+1)` (its batch and replay memory, e.g. connect_four's 262,144 slots) with the state laid out
+over `--devices` devices, against the same step on one device, in one process and in turns.
+Rows `{"game", "devices", "memory_slots", "train_batch", "step_s", "one_device_step_s",
+"ratio"}`: `ratio` = one device's seconds / the mesh's (below 1: the mesh is slower). Beside
+them one row `{"part": "ranks", ...}` times the draw-with-replacement's running count over the
+memory's slots split over the devices, `jax.lax.associative_scan(jnp.add)` (what the memory
+uses) against `jnp.cumsum` (the named peer, what it used before), `ratio` = cumsum's seconds /
+the scan's.
+
+    python bench/devices.py --part train [--devices 2] [--games connect_four] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -36,6 +48,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sims", nargs="+", type=int, default=[32])
     parser.add_argument("--steps", type=int, default=4, help="moves per compiled collect call")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (both in turn)")
+    parser.add_argument(
+        "--part", choices=["collect", "train"], default="collect", help="which program to time"
+    )
     args = parser.parse_args(argv)
     if args.devices < 2 or args.steps < 1 or args.repeats < 1:
         parser.error("--devices must be >= 2, --steps and --repeats >= 1")
@@ -69,6 +84,10 @@ def main(argv: list[str] | None = None) -> None:
         )
         return
     print(f"# machine: {machine()}", file=sys.stderr, flush=True)
+    if args.part == "train":
+        for game in args.games:
+            time_train_step(game, args)
+        return
     for game in args.games:
         for batch in args.batch:
             for sims in args.sims:
@@ -129,6 +148,72 @@ def main(argv: list[str] | None = None) -> None:
                         "same_games": same,
                     }
                 )
+
+
+def time_train_step(game: str, args: argparse.Namespace) -> None:
+    """The preset's gradient step on `args.devices` devices against one device (a row), then
+    the memory's running count of held slots both ways over the mesh (a row)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from common import emit, interleaved_best_times
+    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero.sharding import AXIS, Sharder
+    from turbozero.config import get_preset
+
+    preset = get_preset(game).make()
+    calls, slots = {}, 0
+    for name, count in (("mesh", args.devices), ("one", 1)):
+        cfg = preset.with_overrides([f"devices={count}"])
+        sharder = Sharder(cfg)
+        az = make_alphazero(cfg, mesh=sharder.mesh if count > 1 else None)
+        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+        held = [sharder.jit_init(az.init)(jax.random.PRNGKey(0))]
+        slots = held[0].selfplay.memory.assigned.size
+        step = sharder.jit_step(az.train_steps, shape)
+
+        def call(step=step, held=held):
+            held[0], metrics = step(held[0], 1)
+            return metrics
+
+        calls[name] = call
+    seconds = interleaved_best_times(calls, args.repeats)
+    emit(
+        {
+            "game": game,
+            "devices": args.devices,
+            "memory_slots": slots,
+            "train_batch": preset.train_batch_size,
+            "step_s": round(seconds["mesh"], 4),
+            "one_device_step_s": round(seconds["one"], 4),
+            "ratio": round(seconds["one"] / seconds["mesh"], 3),
+        }
+    )
+
+    mesh = Sharder(preset.with_overrides([f"devices={args.devices}"])).mesh
+    split = NamedSharding(mesh, PartitionSpec(AXIS))
+    held_slots = jax.device_put(jnp.arange(slots) % 3 != 0, split)  # [slots] bool
+    counts = {
+        "scan": jax.jit(lambda a: jax.lax.associative_scan(jnp.add, a.astype(jnp.int32))),
+        "cumsum": jax.jit(lambda a: jnp.cumsum(a.astype(jnp.int32))),
+    }
+    same = bool(jnp.array_equal(counts["scan"](held_slots), counts["cumsum"](held_slots)))
+    seconds = interleaved_best_times(
+        {name: (lambda f=f: f(held_slots)) for name, f in counts.items()}, args.repeats
+    )
+    emit(
+        {
+            "part": "ranks",
+            "game": game,
+            "devices": args.devices,
+            "memory_slots": slots,
+            "scan_s": round(seconds["scan"], 5),
+            "cumsum_s": round(seconds["cumsum"], 5),
+            "ratio": round(seconds["cumsum"] / seconds["scan"], 2),
+            "same_counts": same,
+        }
+    )
 
 
 if __name__ == "__main__":

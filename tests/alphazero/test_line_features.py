@@ -50,12 +50,13 @@ def test_a_line_holding_the_other_sides_mark_is_closed():
 
 def test_occupied_cells_read_zero_and_twos_count_open_lines_over_four():
     """Tic-tac-toe, the mover with the centre, the opponent with a corner: an empty cell's
-    plane 2 counts the mover's open lines through it holding one mark (k - 2), over 4."""
+    plane 2 counts the mover's open lines through it holding one mark (k - 2), over 4, plane 4
+    all its open lines, over 8."""
     board = np.zeros((1, 3, 3, 2), np.float32)
     board[0, 1, 1, 0] = 1.0  # the mover's centre
     board[0, 0, 0, 1] = 1.0  # the opponent's corner
     planes = np.asarray(line_features(jnp.asarray(board), 3))[0]
-    assert np.all(planes[1, 1] == 0) and np.all(planes[0, 0] == 0)
+    assert np.all(planes[1, 1, :6] == 0) and np.all(planes[0, 0, :6] == 0)
     # (2, 2): the diagonal through the centre holds the opponent's corner: closed; no line
     # through (2, 2) other than it passes the centre
     assert planes[2, 2, 2] == 0
@@ -66,10 +67,22 @@ def test_occupied_cells_read_zero_and_twos_count_open_lines_over_four():
     # (2, 0): the anti-diagonal through the centre, open
     assert planes[2, 0, 2] == pytest.approx(0.25)
     assert planes[..., 3].max() == pytest.approx(0.25)  # the opponent's one corner likewise
+    # open lines through (0, 1): its column only (its row holds the opponent's corner), over 8;
+    # for the opponent, its row only (the column passes the mover's centre)
+    assert planes[0, 1, 4] == pytest.approx(1 / 8) and planes[0, 1, 5] == pytest.approx(1 / 8)
+    # (2, 2): row 2 and column 2 are empty, open for both; the diagonal holds both sides' marks
+    assert planes[2, 2, 4] == pytest.approx(2 / 8) and planes[2, 2, 5] == pytest.approx(2 / 8)
+
+
+def test_the_last_plane_says_whether_the_mover_moved_first():
+    """Equal marks on both sides: the mover moved first (1 on every cell); one fewer: 0."""
+    assert np.all(np.asarray(line_features(_connect_four([]), 4))[..., 6] == 1.0)
+    assert np.all(np.asarray(line_features(_connect_four([3]), 4))[..., 6] == 0.0)
+    assert np.all(np.asarray(line_features(_connect_four([3, 2]), 4))[..., 6] == 1.0)
 
 
 def test_line_features_is_a_resnet_option_for_k_in_a_row_games_only():
-    """The option adds the 4 planes to the resnet's input (its first convolution reads 6
+    """The option adds its planes to the resnet's input (its first convolution reads 2 + 7
     channels on Connect Four), and is refused for an MLP or a game without winning lines."""
     from turbozero import envs
     from turbozero.alphazero.trainer import make_network

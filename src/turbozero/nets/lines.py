@@ -14,9 +14,10 @@ import numpy as np
 
 from turbozero.types import Array
 
-#: planes `line_features` adds: the mover's and the opponent's completing cells, then their
-#: cells that would make `k - 1` (per open line through the cell, a quarter each)
-NUM_LINE_FEATURES = 4
+#: planes `line_features` adds: the mover's and the opponent's completing cells, their cells
+#: that would make `k - 1`, their open lines through each empty cell, and whether the mover
+#: moved first
+NUM_LINE_FEATURES = 7
 
 
 def line_cells(rows: int, cols: int, k: int) -> np.ndarray:
@@ -42,15 +43,18 @@ def line_features(x: Array, k: int) -> Array:
     A line is open for a side when the other side has no mark in it. For an empty cell:
     plane 0 is 1 where the mover completes an open line of its own by playing there (a win, if
     the cell can be played), plane 1 the same for the opponent; planes 2 and 3 count the open
-    lines with `k - 2` marks of the mover (of the opponent) through the cell, over 4. Occupied
-    cells read 0 in every plane.
+    lines with `k - 2` marks of the mover (of the opponent) through the cell, over 4; planes 4
+    and 5 all the open lines through it, over 8. Occupied cells read 0 in these. Plane 6 is 1
+    everywhere when both sides have as many marks (the mover moved first; in Connect Four
+    which rows' threats count for whom depends on it), else 0: a sum over the whole board
+    that convolutions alone see only at their full depth.
 
     Args:
         x: `[B, H, W, C]` with `C >= 2`: the mover's marks in channel 0, the opponent's in 1.
         k: the winning line's length, >= 2.
 
     Returns:
-        `[B, H, W, 4]` float32.
+        `[B, H, W, NUM_LINE_FEATURES]` float32.
     """
     batch, rows, cols = x.shape[0], x.shape[1], x.shape[2]
     lines = line_cells(rows, cols, k)  # [L, k]
@@ -66,10 +70,16 @@ def line_features(x: Array, k: int) -> Array:
             open_theirs & (theirs == k - 1),
             open_mine & (mine == k - 2),
             open_theirs & (theirs == k - 2),
+            open_mine,
+            open_theirs,
         ],
         axis=-1,
-    ).astype(jnp.float32)  # [B, L, 4]
-    per_cell = jnp.einsum("lc,blf->bcf", incidence, per_line)  # [B, H*W, 4] lines per cell
+    ).astype(jnp.float32)  # [B, L, 6]
+    per_cell = jnp.einsum("lc,blf->bcf", incidence, per_line)  # [B, H*W, 6] lines per cell
     empty = 1.0 - stones.sum(-1, keepdims=True)  # [B, H*W, 1]
-    planes = jnp.concatenate([jnp.minimum(per_cell[..., :2], 1.0), per_cell[..., 2:] / 4], -1)
-    return (planes * empty).reshape(batch, rows, cols, NUM_LINE_FEATURES)
+    scaled = per_cell * jnp.asarray([1.0, 1.0, 0.25, 0.25, 0.125, 0.125])
+    planes = jnp.concatenate([jnp.minimum(scaled[..., :2], 1.0), scaled[..., 2:]], -1) * empty
+    marks = stones.sum(1)  # [B, 2]
+    first = (marks[:, 0] == marks[:, 1]).astype(jnp.float32)  # [B]
+    first = jnp.broadcast_to(first[:, None, None], (batch, rows * cols, 1))
+    return jnp.concatenate([planes, first], -1).reshape(batch, rows, cols, NUM_LINE_FEATURES)

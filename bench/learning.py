@@ -59,7 +59,15 @@ BASELINES: dict[str, list[str]] = {
         "num_epochs=30",
         "eval_every=5",
     ],
-    "connect_four": ["temperature_moves=10", "root_value_weight=0"],
+    "connect_four": [
+        "temperature_moves=10",
+        "root_value_weight=0",
+        "memory_capacity=128",
+        "learning_rate=1e-3",
+        "eval_simulations=0",
+        "network.line_features=false",
+        "overlap=false",
+    ],
 }
 
 

@@ -199,3 +199,58 @@ def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(tmp_
     )
     assert rows[0]["accuracy_result"] == round(acc.result, 5)
     assert rows[0]["positions"] == 4520 and rows[0]["epoch"] == TINY.num_epochs
+
+
+@pytest.mark.parametrize("preset", ["tic_tac_toe", "connect_four"])
+def test_the_learning_baseline_is_the_preset_as_it_was_before_the_strength_work(preset):
+    """`bench/learning.py`'s baseline overrides turn today's preset back into the one the
+    strength work started from (every later change to the preset must be undone there too)."""
+    import turbozero.alphazero.config  # noqa: F401  (registers the presets)
+    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
+    from turbozero.config import get_preset
+
+    with bench_module("learning") as learning:
+        baseline = get_preset(preset).make().with_overrides(learning.BASELINES[preset])
+    common = dict(augment=True, eval_accuracy=True)
+    before = {
+        "tic_tac_toe": AlphaZeroConfig(
+            env="tic_tac_toe",
+            num_games=64,
+            network=NetworkConfig(kind="mlp", hidden=(64, 64)),
+            search=SearchConfig(num_simulations=32, max_nodes=48, c_puct=1.25),
+            temperature=1.0,
+            temperature_moves=4,
+            max_episode_steps=9,
+            memory_capacity=64,
+            learning_rate=3e-3,
+            train_batch_size=256,
+            warmup_steps=9,
+            collection_steps_per_epoch=9,
+            train_steps_per_epoch=24,
+            num_epochs=30,
+            eval_every=5,
+            eval_games=64,
+            eval_opponents=("random", "perfect"),
+            **common,
+        ),
+        "connect_four": AlphaZeroConfig(
+            env="connect_four",
+            num_games=128,
+            network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32),
+            search=SearchConfig(num_simulations=32, max_nodes=64),
+            temperature_moves=10,
+            max_episode_steps=42,
+            memory_capacity=128,
+            train_batch_size=512,
+            warmup_steps=16,
+            collection_steps_per_epoch=16,
+            train_steps_per_epoch=32,
+            num_epochs=1000,
+            max_wall_seconds=1800.0,
+            eval_every=10,
+            eval_games=32,
+            eval_opponents=("random",),
+            **common,
+        ),
+    }[preset]
+    assert baseline == before

@@ -184,12 +184,16 @@ def test_batch_sizes_that_do_not_divide_the_devices_are_refused():
     assert "ERR num_games=6 must be divisible by the number of devices (4)" in out
 
 
-def test_overlap_on_several_devices_is_refused_naming_both_ways_out():
+def test_overlap_on_several_devices_is_refused_naming_the_ways_out_and_none_runs_in_turn():
     code = textwrap.dedent(
         """
         from tests.alphazero.test_selfplay_and_trainer import TINY
         from turbozero.alphazero.sharding import Sharder
-        Sharder(TINY.with_overrides(["overlap=true", "devices=1"]))  # one device: fine
+        assert Sharder(TINY.with_overrides(["overlap=true", "devices=1"])).overlap  # one: fine
+        # overlap=none: beside each other on one device, in turn on several
+        assert Sharder(TINY.with_overrides(["overlap=none", "devices=1"])).overlap is True
+        assert Sharder(TINY.with_overrides(["overlap=none"])).overlap is False
+        print("AUTO OK")
         try:
             Sharder(TINY.with_overrides(["overlap=true"]))
         except ValueError as e:
@@ -200,7 +204,8 @@ def test_overlap_on_several_devices_is_refused_naming_both_ways_out():
     assert (
         "ERR overlap=true runs self-play and the gradient steps side by side on one device" in out
     )
-    assert "set devices=1 or overlap=false" in out
+    assert "set devices=1 or overlap=false, or overlap=none" in out
+    assert "AUTO OK" in out
 
 
 TRAIN_FOREVER = textwrap.dedent(

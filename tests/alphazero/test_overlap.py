@@ -129,15 +129,16 @@ def test_a_second_ctrl_c_in_an_overlapped_epoch_waits_for_self_play_and_keeps_th
 def test_the_memory_check_counts_overlaps_copy_of_the_state(tmp_path, monkeypatch):
     train_module = importlib.import_module("turbozero.alphazero.train")  # (the package's
     # `train` attribute is the function)
-    counted = {}
+    counted = []
 
     def record(nbytes, what):
-        counted[what] = nbytes
+        counted.append((nbytes, what))
         raise SystemExit  # (nothing to train)
 
     monkeypatch.setattr(train_module, "check_fits_in_memory", record)
-    for overlap in ("false", "true"):
+    for overlap in ("false", "true", "none"):  # (none: on, the tests run on one device)
         with pytest.raises(SystemExit):
             train(OVERLAP.with_overrides([f"overlap={overlap}"]), tmp_path / overlap)
-    (one, what_one), (two, what_two) = ((v, k) for k, v in counted.items())
+    (one, what_one), (two, what_two), (auto, what_auto) = counted
     assert two == 2 * one and "twice" in what_two and "twice" not in what_one
+    assert (auto, what_auto) == (two, what_two)

@@ -153,7 +153,7 @@ class AlphaZeroConfig(Config):
     warmup_steps: int = 8  # self-play steps before the first epoch
     collection_steps_per_epoch: int = 16
     train_steps_per_epoch: int = 32
-    overlap: bool = False  # self-play on a second thread beside the gradient steps (one device)
+    overlap: bool | None = False  # self-play on a 2nd thread beside the steps; None: on 1 device
     num_epochs: int = 20
     max_wall_seconds: float = 0.0  # 0: no limit; else stop (and save) after this much training
     eval_every: int = 1
@@ -337,14 +337,16 @@ def tic_tac_toe() -> AlphaZeroConfig:
 
 @register_preset(
     "connect_four",
-    "Connect Four, ResNet 2x32, 32 simulations (128 at play), 30 minutes of training on CPU",
+    "Connect Four, ResNet 2x32 reading each cell's open lines, 32 simulations (128 at play), "
+    "self-play beside the gradient steps on one device, 30 minutes of training on CPU",
     algorithm="alphazero",
 )
 def connect_four() -> AlphaZeroConfig:
     return AlphaZeroConfig(
         env="connect_four",
         num_games=128,
-        network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32),
+        # (line features: each cell's open lines of four for each side, KataGo-style inputs)
+        network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32, line_features=True),
         search=SearchConfig(num_simulations=32, max_nodes=64),
         temperature_moves=42,  # every move sampled: positions off the best line get targets
         root_value_weight=0.75,  # value target: a quarter outcome, 3/4 the search's root value
@@ -358,6 +360,7 @@ def connect_four() -> AlphaZeroConfig:
         train_steps_per_epoch=32,
         num_epochs=1000,
         max_wall_seconds=1800.0,
+        overlap=None,  # one device: self-play beside the gradient steps (1.5x the epochs on CPU)
         eval_every=10,
         eval_simulations=128,  # plays (evaluation, eval, play) with 4x self-play's search
         eval_games=32,

@@ -40,12 +40,16 @@ class Sharder:
                 f"count that covers every host"
             )
         n = len(devices)
-        if config.overlap and (n > 1 or processes > 1):
+        alone = n == 1 and processes == 1
+        #: whether each epoch self-plays beside its gradient steps (`overlap`; None: when alone)
+        self.overlap = alone if config.overlap is None else config.overlap
+        if config.overlap and not alone:
             raise ValueError(
                 f"overlap=true runs self-play and the gradient steps side by side on one device, "
                 f"but this run spans {n} devices in {processes} process(es): set devices=1 or "
-                f"overlap=false (a run resumed on more devices than it started on: make one "
-                f"visible, e.g. CUDA_VISIBLE_DEVICES=0)"
+                f"overlap=false, or overlap=none (beside each other on one device, in turn on "
+                f"several; a run resumed on more devices than it started on: make one visible, "
+                f"e.g. CUDA_VISIBLE_DEVICES=0)"
             )
         for name in ("num_games", "train_batch_size"):
             value = getattr(config, name)

@@ -281,7 +281,7 @@ class _AlphaZeroRun:
         options = compiler_options()
         self.collect = _CompiledAhead(jit_step(self.az.collect, shape, compiler_options=options))
         self.train_steps = _CompiledAhead(jit_step(self.az.train_steps, shape))
-        if cfg.overlap:
+        if self.sharder.overlap:
             self.fork = jax.jit(_fork, out_shardings=self.sharder.shardings(shape))
             self.pool = concurrent.futures.ThreadPoolExecutor(1, "turbozero-selfplay")
             run.cleanup.callback(self.pool.shutdown)
@@ -341,7 +341,7 @@ class _AlphaZeroRun:
             compile_seconds += self.train_steps.prepare(state, 1)
         row: dict[str, Any] = {"compile_seconds": compile_seconds} if compile_seconds else {}
         if (
-            cfg.overlap
+            self.sharder.overlap
             and cfg.train_steps_per_epoch
             and int(state.selfplay.memory.positions_sampleable) >= cfg.train_batch_size
         ):
@@ -598,11 +598,11 @@ def train(
     state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
     if check_memory:
         what = "the training state (trees, replay memory, network and optimizer)"
-        if config.overlap:
+        if sharder.overlap:
             what += ", twice (overlap's gradient steps work on a copy)"
         if config.reanalyse_positions:
             what += " and the reanalysis trees"
-        copies = 2 if config.overlap else 1
+        copies = 2 if sharder.overlap else 1
         check_fits_in_memory(
             copies * _nbytes(state_shape) + reanalysis_tree_bytes(config, az), what
         )

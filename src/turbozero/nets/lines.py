@@ -3,8 +3,9 @@
 A small network spends much of its width learning to see which lines of `k` cells are still
 open and how full they are. These features count it for it, from the two stone planes of the
 observation (`[..., 0]` the mover's marks, `[..., 1]` the opponent's, as pgx lays them out),
-the way KataGo hands its network liberties and ladders. Gravity and whose turn it is are left
-to the network.
+the way KataGo hands its network liberties and ladders, and whether the mover moved first
+(which stone counts would otherwise make it sum over the whole board). Gravity is left to the
+network.
 """
 
 from __future__ import annotations

@@ -217,7 +217,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 "--positions chooses Connect Four's set; tic_tac_toe's is all of its 4,520 "
                 "reachable positions"
             )
-        positions = positions_for(env.name, num_positions=args.positions or 1000)
+        # the set the run's own evaluations used, unless asked for another size
+        default = getattr(getattr(loaded, "config", None), "eval_accuracy_positions", 1000)
+        positions = positions_for(env.name, num_positions=args.positions or default)
         acc = move_accuracy(env, loaded.agent, positions, key)
         out = {
             "run": str(args.run_dir),
@@ -542,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
         "--positions",
         type=int,
         default=None,
-        help="with --accuracy: Connect Four positions in the labelled set (default 1000)",
+        help="with --accuracy: Connect Four positions in the labelled set (default: the run's "
+        "eval_accuracy_positions, 1000 unless set)",
     )
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.set_defaults(fn=cmd_eval)

@@ -135,6 +135,11 @@ def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     # a path inside the run that does not exist is not the run itself
     assert main(["eval", str(run / "typo")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # a folder of the run that holds no network is not read as the run either
+    for inside in ("plots", "checkpoints"):
+        assert main(["eval", str(run / inside), "--games", "2"]) == 2
+        err = capsys.readouterr().err
+        assert "is not a run directory" in err and "(checkpoints/N or best/N)" in err
 
 
 def test_zero_simulations_are_refused_not_read_as_the_default(full_run, capsys):

@@ -229,3 +229,36 @@ def test_side_by_side_runs_a_batch_per_cpu_core():
 
     assert jax.default_backend() == "cpu"
     assert 1 <= side_by_side() <= (os.cpu_count() or 1)
+
+
+def test_cli_accuracy_asks_the_run_for_the_set_size_its_evaluations_used(tmp_path, capsys):
+    """`turbozero eval RUN --accuracy` measures on the run's own `eval_accuracy_positions`
+    (the figure beside its training curve), and `--positions` still chooses another size."""
+    import json
+
+    from turbozero.cli import main
+
+    run = tmp_path / "run"
+    tiny = [
+        "num_games=2",
+        "num_epochs=1",
+        "collection_steps_per_epoch=2",
+        "train_steps_per_epoch=1",
+        "train_batch_size=8",
+        "memory_capacity=8",
+        "search.num_simulations=2",
+        "search.max_nodes=4",
+        "eval_simulations=2",
+        "network.num_blocks=1",
+        "network.num_channels=4",
+        "eval_accuracy=false",
+        "eval_accuracy_positions=7",
+        "eval_games=2",
+    ]
+    sets = [a for pair in (("--set", t) for t in tiny) for a in pair]
+    assert main(["train", "connect_four", "--out", str(run), *sets]) == 0
+    capsys.readouterr()
+    for extra, expected in (([], 7), (["--positions", "5"], 5)):
+        assert main(["eval", str(run), "--accuracy", "--json", *extra]) == 0
+        out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert out["positions"] == expected

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from turbozero.io.errors import DamagedRunError, RunInUseError, RunPathError
+from turbozero.validate import is_digits
 
 #: the algorithms whose runs this layout holds (`config.json`'s "algorithm")
 ALGORITHMS = ("alphazero", "ppo")
@@ -299,13 +300,18 @@ def _replace_durably(target: Path, text: str) -> None:
 
 
 def find_run_dir(path: str | os.PathLike[str]) -> RunDir:
-    """The run directory named by `path` or holding it (a checkpoint inside `checkpoints/`)."""
+    """The run directory named by `path`, or holding it as one checkpoint (`checkpoints/N` or
+    `best/N`); any other path inside a run (`plots/`, `games/`) is refused rather than read as
+    the run."""
     p = Path(path)
     if not p.exists():  # (a typo inside a run must not fall back to the run itself)
         raise FileNotFoundError(f"{str(path)!r} does not exist")
-    for candidate in (p, p.parent, p.parent.parent):
-        if RunDir(candidate).is_run():
-            return RunDir(candidate)
+    if RunDir(p).is_run():
+        return RunDir(p)
+    step_of_run = is_digits(p.name) and p.parent.name in ("checkpoints", "best")
+    if step_of_run and RunDir(p.parent.parent).is_run():
+        return RunDir(p.parent.parent)
     raise FileNotFoundError(
-        f"{str(path)!r} is not a run directory (no config.json) or a checkpoint inside one"
+        f"{str(path)!r} is not a run directory (no config.json) or a checkpoint inside one "
+        f"(checkpoints/N or best/N)"
     )

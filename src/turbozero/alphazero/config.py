@@ -33,6 +33,7 @@ class NetworkConfig(Config):
     policy_channels: int = 2  # resnet: channels of the policy head's 1x1 convolution
     value_channels: int = 1  # resnet: channels of the value head's 1x1 convolution
     line_features: bool = False  # resnet, k-in-a-row games: also read each cell's open lines
+    gravity_features: bool = False  # resnet, connect_four: also read when each cell is playable
 
     def validate(self) -> None:
         check_choice("network.kind", self.kind, ["resnet", "mlp"])
@@ -41,12 +42,13 @@ class NetworkConfig(Config):
         check_range("network.policy_channels", self.policy_channels, low=1)
         check_range("network.value_channels", self.value_channels, low=1)
         check_choice("network.norm", self.norm, ["batch", "layer"])
-        if self.line_features and self.kind != "resnet":
-            raise ConfigError(
-                f"network.line_features=true adds input planes to the resnet's board; "
-                f"network.kind={self.kind!r} has none: set network.kind=resnet or leave "
-                f"network.line_features out"
-            )
+        for name in ("line_features", "gravity_features"):
+            if getattr(self, name) and self.kind != "resnet":
+                raise ConfigError(
+                    f"network.{name}=true adds input planes to the resnet's board; "
+                    f"network.kind={self.kind!r} has none: set network.kind=resnet or leave "
+                    f"network.{name} out"
+                )
         if self.value_bins == 1 or self.value_bins < 0:
             raise ValueError(f"network.value_bins must be 0 or >= 2, got {self.value_bins}")
         for h in self.hidden:
@@ -190,6 +192,15 @@ class AlphaZeroConfig(Config):
                 raise ConfigError(
                     f"network.line_features=true needs a game won by k marks in a row "
                     f"({' or '.join(line_games)}), not env {self.env!r}; leave it out"
+                )
+        if self.network.gravity_features:
+            from turbozero.envs.boards import BOARDS
+
+            drop_games = [name for name, board in BOARDS.items() if board.gravity]
+            if self.env not in drop_games:
+                raise ConfigError(
+                    f"network.gravity_features=true needs a game whose marks fall down their "
+                    f"column ({' or '.join(drop_games)}), not env {self.env!r}; leave it out"
                 )
         check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)

@@ -184,23 +184,17 @@ class AlphaZeroConfig(Config):
             check_choice("env", self.env, sorted(GAMES))
         if self.reward_fn is not None:
             check_reward_fn(self.env, self.reward_fn)
-        if self.network.line_features:
-            from turbozero.envs.boards import BOARDS
+        from turbozero.envs.boards import BOARDS
 
-            line_games = [name for name, board in BOARDS.items() if board.line]
-            if self.env not in line_games:
+        for option, fits, kind in (
+            ("line_features", lambda board: board.line is not None, "won by k marks in a row"),
+            ("gravity_features", lambda board: board.gravity, "whose marks fall down a column"),
+        ):
+            games = [name for name, board in BOARDS.items() if fits(board)]
+            if getattr(self.network, option) and self.env not in games:
                 raise ConfigError(
-                    f"network.line_features=true needs a game won by k marks in a row "
-                    f"({' or '.join(line_games)}), not env {self.env!r}; leave it out"
-                )
-        if self.network.gravity_features:
-            from turbozero.envs.boards import BOARDS
-
-            drop_games = [name for name, board in BOARDS.items() if board.gravity]
-            if self.env not in drop_games:
-                raise ConfigError(
-                    f"network.gravity_features=true needs a game whose marks fall down their "
-                    f"column ({' or '.join(drop_games)}), not env {self.env!r}; leave it out"
+                    f"network.{option}=true needs a game {kind} ({' or '.join(games)}), "
+                    f"not env {self.env!r}; leave it out"
                 )
         check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)

@@ -1,7 +1,7 @@
 """The weights' moving average (`ema_decay`): the trainer keeps it beside the trained weights,
-and it, not the trained weights, plays: in self-play, in evaluations and as the saved agent
-(the run, its exact resume and the loaded agent: tests/alphazero/test_train_run.py; several
-devices: tests/alphazero/test_durable.py)."""
+and it, not the trained weights, plays: in self-play (unless `ema_selfplay=false`), in
+evaluations and as the saved agent (the run, its exact resume and the loaded agent:
+tests/alphazero/test_train_run.py; several devices: tests/alphazero/test_durable.py)."""
 
 from __future__ import annotations
 
@@ -82,3 +82,22 @@ def test_by_default_there_is_no_average_and_the_state_holds_what_it_held_before(
 def test_a_decay_outside_zero_to_one_is_refused_naming_the_setting(bad):
     with pytest.raises(ConfigError, match=r"ema_decay must be .*\[0, 1\)"):
         TINY.with_overrides([bad])
+
+
+def test_with_ema_selfplay_false_self_play_plays_the_trained_weights(trained):
+    """The average still plays evaluations and the saved agent (`acting_params`); self-play
+    and reanalysis take the trained weights, as a run without an average does."""
+    _, _, states = trained
+    state = states[-1]
+    az = make_alphazero(EMA.with_overrides(["ema_selfplay=false"]))
+    collect = jax.jit(az.collect, static_argnums=1)
+    key = jax.random.PRNGKey(7)
+    trained_only, _ = collect(state.replace(key=key), 9)
+    without_ema, _ = collect(state.replace(key=key, ema=None), 9)
+    _close(trained_only.selfplay.memory, without_ema.selfplay.memory)
+    assert acting_params(state) is state.ema
+
+
+def test_ema_selfplay_false_without_an_average_is_refused_naming_both_settings():
+    with pytest.raises(ConfigError, match=r"ema_selfplay=false .* ema_decay in \(0, 1\)"):
+        TINY.with_overrides(["ema_selfplay=false"])

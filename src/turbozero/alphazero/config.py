@@ -145,6 +145,7 @@ class AlphaZeroConfig(Config):
     lr_final: float = 0.1  # the decayed learning rate's fraction of learning_rate
     l2: float = 1e-4
     ema_decay: float = 0.0  # 0: off; else the weights' moving average (per step) plays
+    ema_selfplay: bool = True  # with ema_decay: false, the trained weights play self-play
     max_grad_norm: float = 1.0
     value_weight: float = 1.0
     value_scale: float = 1.0
@@ -210,6 +211,12 @@ class AlphaZeroConfig(Config):
         check_range("lr_final", self.lr_final, low=0, high=1)
         check_range("l2", self.l2, low=0)
         check_range("ema_decay", self.ema_decay, low=0, high=1, high_inclusive=False)
+        if not self.ema_selfplay and not self.ema_decay:
+            raise ConfigError(
+                "ema_selfplay=false gives self-play the trained weights instead of their "
+                "moving average, and there is none: set ema_decay in (0, 1) or leave "
+                "ema_selfplay out"
+            )
         check_range("max_grad_norm", self.max_grad_norm, low=0, low_inclusive=False)
         check_range("value_scale", self.value_scale, low=0, low_inclusive=False)
         check_range("value_weight", self.value_weight, low=0)

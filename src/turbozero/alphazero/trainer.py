@@ -48,8 +48,9 @@ class TrainState(struct.Struct):
 
 
 def acting_params(state: TrainState) -> Params:
-    """The weights that play (self-play, reanalysis, evaluation, the saved agent): the moving
-    average of the trained weights with `ema_decay`, else the trained weights themselves."""
+    """The weights that play (evaluation, the saved agent, and self-play and reanalysis unless
+    `ema_selfplay=false`): the moving average of the trained weights with `ema_decay`, else the
+    trained weights themselves."""
     return state.params if state.ema is None else state.ema
 
 
@@ -316,7 +317,7 @@ def make_alphazero(
 
     def collect(state: TrainState, num_steps: int):
         key, sub = jax.random.split(state.key)
-        playing = acting_params(state)
+        playing = acting_params(state) if cfg.ema_selfplay else state.params
         sp, metrics = selfplay.collect(state.selfplay, playing, sub, num_steps=num_steps)
         if reanalyse is not None:  # fresh targets for stored positions, after the new ones
             key, sub = jax.random.split(key)

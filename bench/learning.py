@@ -16,7 +16,7 @@ The baseline is the recipe the presets had before the strength work (`BASELINES`
 that turn today's preset back into it), so every change to a preset is judged side by side, on
 the same machine, with the same budget.
 
-    python bench/learning.py [--preset tic_tac_toe] [--budget 60] [--seeds 1]
+    python bench/learning.py [--preset tic_tac_toe] [--budget 60] [--seeds 1] [--first-seed 0]
         [--set KEY=VALUE ...] [--no-baseline] [--keep DIR]
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
     python bench/learning.py --judge RUN [--play-simulations 128,256] [--play-c-puct 1.25,2]
@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="tic_tac_toe", choices=sorted(BASELINES))
     parser.add_argument("--budget", type=float, default=None, help="seconds of training per run")
-    parser.add_argument("--seeds", type=int, default=1, help="runs per recipe (seeds 0..N-1)")
+    parser.add_argument("--seeds", type=int, default=1, help="runs per recipe")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds FIRST..FIRST+N-1")
     parser.add_argument("--set", action="append", default=[], help="candidate override")
     parser.add_argument("--no-baseline", action="store_true", help="train the candidate only")
     parser.add_argument("--full", action="store_true", help="connect_four, 1800 s per run")
@@ -174,15 +175,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.full:
         args.preset, args.budget = "connect_four", args.budget or 1800.0
     budget = args.budget or 60.0
-    if budget <= 0 or args.seeds < 1:
-        parser.error("--budget must be > 0 and --seeds >= 1")
+    if budget <= 0 or args.seeds < 1 or args.first_seed < 0:
+        parser.error("--budget must be > 0, --seeds >= 1 and --first-seed >= 0")
     emit({"machine": machine(), "preset": args.preset, "budget_seconds": budget})
     recipes = {"candidate": args.set}
     if not args.no_baseline:
         recipes["baseline"] = BASELINES[args.preset]
     with tempfile.TemporaryDirectory() as tmp:
         where = args.keep or Path(tmp)
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             for name, overrides in recipes.items():
                 row = run_recipe(args.preset, overrides, budget, seed, where / f"{name}{seed}")
                 emit({"recipe": name, "overrides": overrides, **row})

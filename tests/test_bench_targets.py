@@ -254,3 +254,10 @@ def test_the_learning_baseline_is_the_preset_as_it_was_before_the_strength_work(
         ),
     }[preset]
     assert baseline == before
+
+
+def test_the_learning_bench_refuses_a_negative_first_seed(capsys):
+    """`bench/learning.py --first-seed N` starts its seeds at N, which must be >= 0."""
+    with bench_module("learning") as learning, pytest.raises(SystemExit):
+        learning.main(["--first-seed", "-1"])
+    assert "--first-seed >= 0" in capsys.readouterr().err

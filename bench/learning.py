@@ -45,7 +45,7 @@ import jax
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
 from turbozero.arena.accuracy import move_accuracy, positions_for
-from turbozero.config import get_preset
+from turbozero.config import SEED_MAX, get_preset
 
 #: overrides that turn today's preset into the recipe it had before the strength work
 BASELINES: dict[str, list[str]] = {
@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     budget = args.budget or 60.0
     if budget <= 0 or args.seeds < 1 or args.first_seed < 0:
         parser.error("--budget must be > 0, --seeds >= 1 and --first-seed >= 0")
+    if args.first_seed + args.seeds - 1 > SEED_MAX:
+        parser.error(f"--first-seed + --seeds - 1 must be <= {SEED_MAX}")
     emit({"machine": machine(), "preset": args.preset, "budget_seconds": budget})
     recipes = {"candidate": args.set}
     if not args.no_baseline:

@@ -261,3 +261,20 @@ def test_the_learning_bench_refuses_a_negative_first_seed(capsys):
     with bench_module("learning") as learning, pytest.raises(SystemExit):
         learning.main(["--first-seed", "-1"])
     assert "--first-seed >= 0" in capsys.readouterr().err
+
+
+def test_the_learning_bench_runs_the_seeds_from_its_first_seed_on(monkeypatch, capsys):
+    """`--first-seed 2 --seeds 2` trains seeds 2 and 3, each recipe once per seed."""
+    with bench_module("learning") as learning:
+        asked = []
+
+        def fake(preset, overrides, budget, seed, out):
+            asked.append((seed, out.name))
+            return {"seed": seed}
+
+        monkeypatch.setattr(learning, "run_recipe", fake)
+        learning.main(["--first-seed", "2", "--seeds", "2", "--budget", "1"])
+        with pytest.raises(SystemExit):
+            learning.main(["--first-seed", str(2**32 - 1), "--seeds", "2"])
+    assert asked == [(2, "candidate2"), (2, "baseline2"), (3, "candidate3"), (3, "baseline3")]
+    assert "must be <= 4294967295" in capsys.readouterr().err

@@ -86,7 +86,8 @@ def test_a_decay_outside_zero_to_one_is_refused_naming_the_setting(bad):
 
 def test_with_ema_selfplay_false_self_play_plays_the_trained_weights(trained):
     """The average still plays evaluations and the saved agent (`acting_params`); self-play
-    and reanalysis take the trained weights, as a run without an average does."""
+    takes the trained weights, as a run without an average does (reanalysis, off in `TINY`,
+    is handed the same weights in `collect`)."""
     _, _, states = trained
     state = states[-1]
     az = make_alphazero(EMA.with_overrides(["ema_selfplay=false"]))

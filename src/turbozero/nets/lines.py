@@ -97,10 +97,12 @@ def gravity_features(x: Array) -> Array:
     A threat (a cell that completes a line, `line_features`' planes 0 and 1) wins or must be
     blocked at once only when its cell is playable now, and which side can force it later
     depends on its row's parity (Connect Four's odd and even threats); these planes hand a
-    small network both. Plane 0 is 1 on the empty cell at the bottom of each column's stack
-    (the cells a move can fill now); plane 1 counts the empty cells below an empty cell, over
-    the number of rows (0 for playable and occupied cells); plane 2 is 1 on the rows at odd
-    height counted from the bottom (1, 3, 5, ...), where the first player's threats count.
+    small network where and at which parity (which side that parity favours follows from who
+    moved first: `line_features`' plane 6, or the count of marks). Plane 0 is 1 on the empty
+    cell at the bottom of each column's stack (the cells a move can fill now); plane 1 counts
+    the empty cells below an empty cell, over the number of rows (0 for playable and occupied
+    cells); plane 2 is 1 on the rows at odd height counted from the bottom (1, 3, 5, ...),
+    where the first player's threats count.
 
     Args:
         x: `[B, H, W, C]` with `C >= 2`: the mover's marks in channel 0, the opponent's in 1.

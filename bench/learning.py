@@ -19,11 +19,17 @@ the same machine, with the same budget.
     python bench/learning.py [--preset tic_tac_toe] [--budget 60] [--seeds 1] [--first-seed 0]
         [--set KEY=VALUE ...] [--no-baseline] [--keep DIR]
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
-    python bench/learning.py --judge RUN [--play-simulations 128,256] [--play-c-puct 1.25,2]
+    python bench/learning.py --judge RUN [RUN ...] [--play-simulations 128,256]
+        [--play-c-puct 1.25,2] [--play-weights playing,trained] [--play-symmetries off,on]
 
-`--judge RUN` trains nothing: the latest network of an existing run directory is asked again,
-once per play setting (every pair of the listed simulation counts and PUCT constants; default:
-the run's own), one JSON line each, so the search it plays with can be tuned apart from training.
+`--judge RUN ...` trains nothing: the latest network of each existing run directory (or the
+checkpoint a `RUN/checkpoints/N` path names) is asked again, once per play setting (every
+combination of the listed simulation counts, PUCT constants, weights and symmetries; default:
+the run's own), one JSON line each, on the same positions and key, so what a network plays
+with can be tuned apart from training. `--play-weights trained` asks a run with `ema_decay`
+for its trained weights instead of their moving average; `--play-symmetries on` averages the
+network's outputs over the board's symmetries (Connect Four's mirror image). With several
+RUNs, a last line per setting gives the mean over the networks: a paired comparison.
 
 Default (`make bench`): tic_tac_toe, 60 s per run, one seed. Run it alone: it uses every core.
 """
@@ -102,53 +108,135 @@ def run_recipe(
     }
 
 
+def mirrored(eval_fn: Any, env: Any) -> Any:
+    """`eval_fn` averaged over the game's board symmetries (the ones `augment` trains on):
+    each position is also evaluated as each of its images, the images' move probabilities are
+    mapped back to the position's own moves and averaged with its own, and so are the values."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from turbozero.alphazero.trainer import augmentations
+
+    fns = augmentations(env)
+    if not fns:
+        raise SystemExit(f"--play-symmetries on: {env.name} has no board symmetries")
+    A = env.num_actions
+    example = env.observe(env.init(jax.random.PRNGKey(0))[0])
+    back = []  # per symmetry: the image's move for each of the position's own moves
+    for fn in fns:
+        _, moved, _ = fn(example, jnp.arange(A, dtype=jnp.float32), jnp.ones(A, bool))
+        back.append(np.argsort(np.asarray(moved).astype(np.int64)))
+
+    def evaluate(params: Any, obs: Any, key: Any) -> tuple[Any, Any]:
+        B = obs.shape[0]
+        blank, legal = jnp.zeros(A), jnp.ones(A, bool)
+        images = [jax.vmap(lambda o, f=fn: f(o, blank, legal)[0])(obs) for fn in fns]
+        logits, value = eval_fn(params, jnp.concatenate([obs, *images]), key)
+        probs = jax.nn.softmax(logits.reshape(1 + len(fns), B, A), -1)
+        own = [probs[0]] + [probs[i + 1][:, b] for i, b in enumerate(back)]
+        mean = sum(own) / len(own)
+        return jnp.log(mean + 1e-12), value.reshape(1 + len(fns), B).mean(0)
+
+    return evaluate
+
+
 def judge_run(
-    run: Path, simulations: list[int] | None, c_pucts: list[float] | None, seed: int = 0
+    run: Path,
+    simulations: list[int] | None,
+    c_pucts: list[float] | None,
+    seed: int = 0,
+    weights: list[str] | None = None,
+    symmetries: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The accuracy rows of `run`'s latest network searching with each pair of settings."""
+    """The accuracy rows of `run`'s latest network (or of the checkpoint `run` names) searching
+    with each combination of settings: simulations, PUCT constant, which weights play
+    (`load_agent`'s `weights`) and whether the network's outputs are averaged over the board's
+    symmetries."""
     import dataclasses
 
     from turbozero.alphazero.trainer import make_selector
     from turbozero.arena.search_agents import alphazero_agent
 
-    loaded = turbozero.load_agent(run, which="latest")
-    cfg = loaded.config
-    if c_pucts and cfg.search.selector != "puct":
-        raise SystemExit(
-            f"--play-c-puct is PUCT's constant; {run} searches with {cfg.search.selector}"
-        )
-    positions = positions_for(loaded.env.name, num_positions=cfg.eval_accuracy_positions)
     rows = []
-    for sims in simulations or [cfg.eval_simulations or cfg.search.num_simulations]:
-        for c in c_pucts or [cfg.search.c_puct]:
-            agent = alphazero_agent(
-                loaded.az.selfplay.search.env,
-                loaded.az.eval_fn,
-                loaded.agent.params,
-                num_simulations=sims,
-                selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
-                chance_widening=cfg.search.chance_widening,
+    for which_weights in weights or ["playing"]:
+        loaded = turbozero.load_agent(run, which="latest", weights=which_weights)
+        cfg = loaded.config
+        if c_pucts and cfg.search.selector != "puct":
+            raise SystemExit(
+                f"--play-c-puct is PUCT's constant; {run} searches with {cfg.search.selector}"
             )
-            acc = move_accuracy(loaded.env, agent, positions, jax.random.PRNGKey(seed))
-            rows.append(
-                {
-                    "run": str(run),
-                    "epoch": loaded.epoch,
-                    "simulations": sims,
-                    "c_puct": c,
-                    "accuracy_result": round(acc.result, 5),
-                    "accuracy_best": round(acc.best, 5),
-                    "mistakes": round((1 - acc.result) * acc.num_positions),
-                    "positions": acc.num_positions,
-                    "by_result": acc.by_result,
-                }
-            )
+        positions = positions_for(loaded.env.name, num_positions=cfg.eval_accuracy_positions)
+        for mirror in symmetries or ["off"]:
+            eval_fn = loaded.az.eval_fn
+            if mirror == "on":
+                eval_fn = mirrored(eval_fn, loaded.env)
+            for sims in simulations or [cfg.eval_simulations or cfg.search.num_simulations]:
+                for c in c_pucts or [cfg.search.c_puct]:
+                    agent = alphazero_agent(
+                        loaded.az.selfplay.search.env,
+                        eval_fn,
+                        loaded.agent.params,
+                        num_simulations=sims,
+                        selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
+                        chance_widening=cfg.search.chance_widening,
+                    )
+                    acc = move_accuracy(loaded.env, agent, positions, jax.random.PRNGKey(seed))
+                    rows.append(
+                        {
+                            "run": str(run),
+                            "epoch": loaded.epoch,
+                            "simulations": sims,
+                            "c_puct": c,
+                            "weights": which_weights,
+                            "symmetries": mirror,
+                            "accuracy_result": round(acc.result, 5),
+                            "accuracy_best": round(acc.best, 5),
+                            "mistakes": round((1 - acc.result) * acc.num_positions),
+                            "positions": acc.num_positions,
+                            "by_result": acc.by_result,
+                        }
+                    )
     return rows
+
+
+def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per play setting, the mean over the judged networks (the paired comparison's line)."""
+    settings: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["simulations"], row["c_puct"], row["weights"], row["symmetries"])
+        settings.setdefault(key, []).append(row)
+    return [
+        {
+            "summary": True,
+            "simulations": sims,
+            "c_puct": c,
+            "weights": w,
+            "symmetries": m,
+            "networks": len(same),
+            "accuracy_result": round(sum(r["accuracy_result"] for r in same) / len(same), 5),
+            "accuracy_best": round(sum(r["accuracy_best"] for r in same) / len(same), 5),
+            "mistakes": sum(r["mistakes"] for r in same),
+        }
+        for (sims, c, w, m), same in settings.items()
+    ]
 
 
 def _numbers(kind: type) -> Any:
     def parse(text: str) -> list:
         return [kind(x) for x in text.split(",")]
+
+    return parse
+
+
+def _choices(*allowed: str) -> Any:
+    def parse(text: str) -> list[str]:
+        picked = text.split(",")
+        for item in picked:
+            if item not in allowed:
+                raise argparse.ArgumentTypeError(
+                    f"{item!r} is not one of {', '.join(allowed)} (comma-separated)"
+                )
+        return picked
 
     return parse
 
@@ -163,14 +251,37 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-baseline", action="store_true", help="train the candidate only")
     parser.add_argument("--full", action="store_true", help="connect_four, 1800 s per run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
-    parser.add_argument("--judge", type=Path, help="no training: RUN's latest network, asked again")
+    parser.add_argument(
+        "--judge",
+        type=Path,
+        nargs="+",
+        help="no training: each RUN's latest network (or the checkpoint RUN names), asked again",
+    )
     parser.add_argument("--play-simulations", type=_numbers(int), help="with --judge: e.g. 128,256")
     parser.add_argument("--play-c-puct", type=_numbers(float), help="with --judge: e.g. 1.25,2")
+    parser.add_argument(
+        "--play-weights", type=_choices("playing", "trained"), help="with --judge: playing,trained"
+    )
+    parser.add_argument(
+        "--play-symmetries", type=_choices("off", "on"), help="with --judge: off,on"
+    )
     args = parser.parse_args(argv)
     if args.judge is not None:
-        emit({"machine": machine(), "judge": str(args.judge)})
-        for row in judge_run(args.judge, args.play_simulations, args.play_c_puct):
-            emit(row)
+        emit({"machine": machine(), "judge": [str(run) for run in args.judge]})
+        rows = []
+        for run in args.judge:
+            for row in judge_run(
+                run,
+                args.play_simulations,
+                args.play_c_puct,
+                weights=args.play_weights,
+                symmetries=args.play_symmetries,
+            ):
+                emit(row)
+                rows.append(row)
+        if len(args.judge) > 1:
+            for row in judge_summary(rows):
+                emit(row)
         return
     if args.full:
         args.preset, args.budget = "connect_four", args.budget or 1800.0

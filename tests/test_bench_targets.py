@@ -172,33 +172,115 @@ def test_pooling_refuses_sets_at_different_budgets_or_one_set_twice(tmp_path):
     assert proc.returncode == 2 and "appear twice" in proc.stderr
 
 
-def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(tmp_path, capsys):
-    """`bench/learning.py --judge RUN`: one row per pair of settings; the row with the run's own
-    PUCT constant is `turbozero.load_agent`'s agent's accuracy at those simulations."""
+@pytest.fixture(scope="module")
+def averaged_run(tmp_path_factory):
+    """A tiny tic-tac-toe run whose weights' moving average plays (`ema_decay`)."""
+    from tests.alphazero.test_selfplay_and_trainer import TINY
+    from turbozero.alphazero import train
+
+    run = tmp_path_factory.mktemp("judge") / "run"
+    config = TINY.with_overrides(["ema_decay=0.9"])
+    train(config, run, progress=False)
+    return run, config
+
+
+def _judged(learning, argv, capsys) -> list[dict]:
     import json
 
+    capsys.readouterr()
+    learning.main(argv)
+    lines = capsys.readouterr().out.splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")][1:]
+
+
+def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(averaged_run, capsys):
+    """`bench/learning.py --judge RUN`: one row per pair of settings; the row with the run's own
+    PUCT constant is `turbozero.load_agent`'s agent's accuracy at those simulations."""
     import jax
 
     import turbozero
-    from tests.alphazero.test_selfplay_and_trainer import TINY
-    from turbozero.alphazero import train
     from turbozero.arena.accuracy import move_accuracy, positions_for
 
-    run = tmp_path / "run"
-    train(TINY, run, progress=False)
-    capsys.readouterr()
-    own = TINY.search.c_puct
+    run, config = averaged_run
+    own = config.search.c_puct
     with bench_module("learning") as learning:
-        learning.main(["--judge", str(run), "--play-simulations", "4", "--play-c-puct", f"{own},9"])
-    lines = capsys.readouterr().out.splitlines()
-    rows = [json.loads(line) for line in lines if line.startswith("{")][1:]
+        argv = ["--judge", str(run), "--play-simulations", "4", "--play-c-puct", f"{own},9"]
+        rows = _judged(learning, argv, capsys)
     assert [(r["simulations"], r["c_puct"]) for r in rows] == [(4, own), (4, 9.0)]
     loaded = turbozero.load_agent(run, 4, which="latest")
     acc = move_accuracy(
         loaded.env, loaded.agent, positions_for("tic_tac_toe"), jax.random.PRNGKey(0)
     )
     assert rows[0]["accuracy_result"] == round(acc.result, 5)
-    assert rows[0]["positions"] == 4520 and rows[0]["epoch"] == TINY.num_epochs
+    assert rows[0]["positions"] == 4520 and rows[0]["epoch"] == config.num_epochs
+
+
+def test_judging_pairs_the_trained_weights_with_their_average_over_several_networks(
+    averaged_run, capsys
+):
+    """`--play-weights playing,trained` asks each network's trained weights beside their
+    moving average, on the same positions and key; with several RUNs a summary line per
+    setting holds the mean over them and the summed mistakes."""
+    import jax
+
+    import turbozero
+    from turbozero.arena.accuracy import move_accuracy, positions_for
+    from turbozero.io.rundir import RunDir
+
+    run, _ = averaged_run
+    step = sorted(RunDir(run).checkpoints.glob("[0-9]*"))[-1]
+    with bench_module("learning") as learning:
+        argv = ["--judge", str(run), str(step), "--play-simulations", "4"]
+        rows = _judged(learning, [*argv, "--play-weights", "playing,trained"], capsys)
+    judged, summary = rows[:4], rows[4:]
+    assert [r["weights"] for r in judged] == ["playing", "trained"] * 2
+    trained = turbozero.load_agent(run, 4, which="latest", weights="trained")
+    acc = move_accuracy(
+        trained.env, trained.agent, positions_for("tic_tac_toe"), jax.random.PRNGKey(0)
+    )
+    assert judged[1]["accuracy_result"] == judged[3]["accuracy_result"] == round(acc.result, 5)
+    assert [(r["weights"], r["networks"]) for r in summary] == [("playing", 2), ("trained", 2)]
+    assert summary[1]["mistakes"] == judged[1]["mistakes"] + judged[3]["mistakes"]
+    with bench_module("learning") as learning, pytest.raises(SystemExit):
+        learning.main(["--judge", str(run), "--play-weights", "playing,raw"])
+
+
+def test_a_symmetry_averaged_network_gives_each_image_of_a_position_the_same_answer():
+    """`--play-symmetries on` (bench/learning.py's `mirrored`): the averaged network's value is
+    the same for a position and each of its images, and its move probabilities move with the
+    board, so the image's answer is the position's, mapped by the symmetry."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from turbozero import envs
+    from turbozero.alphazero.trainer import augmentations
+
+    env = envs.make("tic_tac_toe")
+    A = env.num_actions
+    weights = jax.random.normal(jax.random.PRNGKey(0), (int(np.prod(env.observation_shape)), A + 1))
+
+    def eval_fn(params, obs, key):  # an arbitrary network with no symmetry of its own
+        out = obs.reshape(obs.shape[0], -1).astype(jnp.float32) @ params
+        return out[:, :A], jnp.tanh(out[:, A])
+
+    states = [env.init(jax.random.PRNGKey(1))[0]]
+    for action in (4, 0, 5):
+        states.append(env.step(states[-1], jnp.int32(action), jax.random.PRNGKey(2))[0])
+    obs = jnp.stack([env.observe(s) for s in states])
+    with bench_module("learning") as learning:
+        averaged = learning.mirrored(eval_fn, env)
+    logits, value = averaged(weights, obs, None)
+    probs = jax.nn.softmax(logits, -1)
+    blank, legal = jnp.zeros(A), jnp.ones(A, bool)
+    for fn in augmentations(env):
+        image = jax.vmap(lambda o, f=fn: f(o, blank, legal)[0])(obs)
+        image_logits, image_value = averaged(weights, image, None)
+        np.testing.assert_allclose(image_value, value, atol=1e-5)
+        moved = jax.vmap(lambda o, p, f=fn: f(o, p, legal)[1])(obs, probs)
+        np.testing.assert_allclose(jax.nn.softmax(image_logits, -1), moved, atol=1e-5)
+    plain_logits, _ = eval_fn(weights, obs, None)
+    assert not np.allclose(jax.nn.softmax(plain_logits, -1), probs, atol=1e-3)
 
 
 @pytest.mark.parametrize("preset", ["tic_tac_toe", "connect_four"])

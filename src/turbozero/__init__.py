@@ -16,12 +16,21 @@ __version__ = "0.1.0"
 
 
 def load_agent(  # type: ignore[no-untyped-def]
-    path, num_simulations=None, temperature=0.0, *, which="best", env=None, module=None
+    path,
+    num_simulations=None,
+    temperature=0.0,
+    *,
+    which="best",
+    weights="playing",
+    env=None,
+    module=None,
 ):
     """A ready agent from a run directory or checkpoint (see `turbozero.loading.load_agent`)."""
     from turbozero.loading import load_agent as _load
 
-    return _load(path, num_simulations, temperature, which=which, env=env, module=module)
+    return _load(
+        path, num_simulations, temperature, which=which, weights=weights, env=env, module=module
+    )
 
 
 def __getattr__(name: str) -> Any:

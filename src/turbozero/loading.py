@@ -24,6 +24,7 @@ def load_agent(
     temperature: float = 0.0,
     *,
     which: str = "best",
+    weights: str = "playing",
     env: Any = None,
     module: Any = None,
 ) -> Any:
@@ -37,6 +38,9 @@ def load_agent(
         temperature: AlphaZero move temperature (0 = best move); PPO agents act greedily at 0
             and sample otherwise.
         which: "best" or "latest".
+        weights: "playing" or, for AlphaZero runs with `ema_decay`, "trained": the weights the
+            gradient steps produced rather than their moving average (from a training
+            checkpoint; see `turbozero.alphazero.load.load_agent`).
         env, module: AlphaZero runs whose game or flax network was given from Python (the
             tutorial's `Trainer`): pass the same game and network (`trainer.env`, `trainer.nn`).
     """
@@ -47,7 +51,12 @@ def load_agent(
     if algorithm == "ppo":
         from turbozero.ppo.load import load_agent as load_ppo
 
-        given = {"num_simulations": num_simulations, "env": env, "module": module}
+        given = {
+            "num_simulations": num_simulations,
+            "env": env,
+            "module": module,
+            "weights": None if weights == "playing" else weights,
+        }
         unused = [k for k, v in given.items() if v is not None]
         if unused:
             raise ValueError(
@@ -61,4 +70,6 @@ def load_agent(
         return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)
     from turbozero.alphazero.load import load_agent as load_az
 
-    return load_az(path, num_simulations, temperature, which=which, env=env, module=module)
+    return load_az(
+        path, num_simulations, temperature, which=which, weights=weights, env=env, module=module
+    )

@@ -104,6 +104,23 @@ def test_the_latest_agent_of_a_run_with_a_moving_average_plays_the_average(full_
     assert any(np.any(a != b) for a, b in zip(ema, trained, strict=True))
 
 
+def test_the_trained_weights_of_a_run_with_a_moving_average_load_from_a_training_checkpoint(
+    full_run,
+):
+    """`weights="trained"` loads what the gradient steps produced (the average's paired
+    comparison); the best network is saved alone, so asking it for them is refused."""
+    import turbozero
+
+    run, _ = full_run
+    saved, _ = _params(run)
+    agent = turbozero.load_agent(run, which="latest", weights="trained").agent
+    jax.tree_util.tree_map(np.testing.assert_array_equal, agent.params, saved["params"])
+    with pytest.raises(ValueError, match="weights='trained' reads a training checkpoint"):
+        turbozero.load_agent(run, weights="trained")
+    with pytest.raises(ValueError, match="weights must be 'playing' or 'trained', got 'raw'"):
+        turbozero.load_agent(run, which="latest", weights="raw")
+
+
 def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     """Evaluation games start with random moves by default (so even the perfect tic-tac-toe
     player can lose them); the report says how many there were."""

@@ -59,6 +59,7 @@ def load_agent(
     temperature: float = 0.0,
     *,
     which: str = "best",
+    weights: str = "playing",
     env: Env | None = None,
     module: Any = None,
 ) -> LoadedAgent:
@@ -70,6 +71,11 @@ def load_agent(
             setting).
         temperature: 0 plays the best move; > 0 samples from the search policy.
         which: "best" or "latest" (ignored when `path` names a checkpoint).
+        weights: "playing", the network the run plays with (with `ema_decay`, the weights'
+            moving average), or "trained", the weights the gradient steps produced, which a
+            training checkpoint (`which="latest"` or a step of `checkpoints/`) also holds; the
+            two are the same without `ema_decay`. Comparing them on the same positions says
+            what the average buys.
         env, module: the game and the flax network the run was trained with, for runs whose
             game or network was given from Python (the tutorial's `Trainer`, `train(parts=...)`):
             a run directory records only the config, which names neither.
@@ -80,6 +86,8 @@ def load_agent(
     """
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    if weights not in ("playing", "trained"):
+        raise ValueError(f"weights must be 'playing' or 'trained', got {weights!r}")
     if num_simulations is not None and (
         isinstance(num_simulations, bool)
         or not isinstance(num_simulations, numbers.Integral)
@@ -132,6 +140,11 @@ def load_agent(
     ck = Checkpointer(directory)
     try:
         meta = ck.restore_meta(step)
+        if weights == "trained" and (meta.get("kind") == "params" or best_of_checkpoint):
+            raise ValueError(
+                f"weights='trained' reads a training checkpoint, and {p} gives the best network "
+                "alone; pass which='latest' or a step directory inside checkpoints/"
+            )
         if meta.get("kind") == "params":
             restored, meta = ck.restore({"params": like}, step)
             params = restored["params"]
@@ -139,7 +152,7 @@ def load_agent(
             # Only the networks are read: the optimizer state and the memory depend on parts
             # (an optimizer, augmentations given from Python) that the config does not record.
             # (with `ema_decay` the network that plays is the weights' moving average)
-            playing = "ema" if cfg.ema_decay else "params"
+            playing = "ema" if cfg.ema_decay and weights == "playing" else "params"
             restored, meta = ck.restore(
                 {"train": {playing: like}, "best": like}, step, partial=True
             )

@@ -41,6 +41,7 @@ import turbozero
 turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
 
 import argparse
+import itertools
 import sys
 import tempfile
 from pathlib import Path
@@ -108,7 +109,7 @@ def run_recipe(
     }
 
 
-def mirrored(eval_fn: Any, env: Any) -> Any:
+def symmetrized(eval_fn: Any, env: Any) -> Any:
     """`eval_fn` averaged over the game's board symmetries (the ones `augment` trains on):
     each position is also evaluated as each of its images, the images' move probabilities are
     mapped back to the position's own moves and averaged with its own, and so are the values."""
@@ -166,36 +167,36 @@ def judge_run(
                 f"--play-c-puct is PUCT's constant; {run} searches with {cfg.search.selector}"
             )
         positions = positions_for(loaded.env.name, num_positions=cfg.eval_accuracy_positions)
-        for mirror in symmetries or ["off"]:
-            eval_fn = loaded.az.eval_fn
-            if mirror == "on":
-                eval_fn = mirrored(eval_fn, loaded.env)
-            for sims in simulations or [cfg.eval_simulations or cfg.search.num_simulations]:
-                for c in c_pucts or [cfg.search.c_puct]:
-                    agent = alphazero_agent(
-                        loaded.az.selfplay.search.env,
-                        eval_fn,
-                        loaded.agent.params,
-                        num_simulations=sims,
-                        selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
-                        chance_widening=cfg.search.chance_widening,
-                    )
-                    acc = move_accuracy(loaded.env, agent, positions, jax.random.PRNGKey(seed))
-                    rows.append(
-                        {
-                            "run": str(run),
-                            "epoch": loaded.epoch,
-                            "simulations": sims,
-                            "c_puct": c,
-                            "weights": which_weights,
-                            "symmetries": mirror,
-                            "accuracy_result": round(acc.result, 5),
-                            "accuracy_best": round(acc.best, 5),
-                            "mistakes": round((1 - acc.result) * acc.num_positions),
-                            "positions": acc.num_positions,
-                            "by_result": acc.by_result,
-                        }
-                    )
+        settings = itertools.product(
+            symmetries or ["off"],
+            simulations or [cfg.eval_simulations or cfg.search.num_simulations],
+            c_pucts or [cfg.search.c_puct],
+        )
+        for mirror, sims, c in settings:
+            agent = alphazero_agent(
+                loaded.az.selfplay.search.env,
+                symmetrized(loaded.az.eval_fn, loaded.env) if mirror == "on" else loaded.az.eval_fn,
+                loaded.agent.params,
+                num_simulations=sims,
+                selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
+                chance_widening=cfg.search.chance_widening,
+            )
+            acc = move_accuracy(loaded.env, agent, positions, jax.random.PRNGKey(seed))
+            rows.append(
+                {
+                    "run": str(run),
+                    "epoch": loaded.epoch,
+                    "simulations": sims,
+                    "c_puct": c,
+                    "weights": which_weights,
+                    "symmetries": mirror,
+                    "accuracy_result": round(acc.result, 5),
+                    "accuracy_best": round(acc.best, 5),
+                    "mistakes": round((1 - acc.result) * acc.num_positions),
+                    "positions": acc.num_positions,
+                    "by_result": acc.by_result,
+                }
+            )
     return rows
 
 

@@ -5,6 +5,7 @@ summaries like this one).
     python bench/profile.py search --game othello --net tiny --selector muzero_puct --sims 32
     python bench/profile.py selfplay --game othello --batch 256 --sims 32
     python bench/profile.py ppo --envs 64
+    python bench/profile.py train --preset connect_four   # one gradient step of a preset
 
 Each line: milliseconds summed over the call, how many times the operation ran, its name.
 Operations inside a `while` loop are listed on their own and inside the loop's own total.
@@ -73,6 +74,22 @@ def selfplay_call(args: argparse.Namespace) -> Callable[[], Any]:
     return lambda: collect(state, params, jax.random.PRNGKey(3), num_steps=8)
 
 
+def train_call(args: argparse.Namespace) -> Callable[[], Any]:
+    """One of the preset's gradient steps, on a memory filled by three epochs of self-play."""
+    import turbozero.alphazero.config  # noqa: F401  (registers the presets)
+    from turbozero.alphazero import make_alphazero
+    from turbozero.config import get_preset
+
+    config = get_preset(args.preset).make()
+    az = make_alphazero(config)
+    state = jax.jit(az.init)(jax.random.PRNGKey(0))
+    collect = jax.jit(az.collect, static_argnums=1)
+    for _ in range(3):
+        state, _ = collect(state, config.collection_steps_per_epoch)
+    step = jax.jit(az.train_steps, static_argnums=1)
+    return lambda: step(state, 1)
+
+
 def ppo_call(args: argparse.Namespace) -> Callable[[], Any]:
     from turbozero.ppo import make_ppo
 
@@ -96,16 +113,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("target", choices=("search", "selfplay", "ppo"))
+    parser.add_argument("target", choices=("search", "selfplay", "ppo", "train"))
     parser.add_argument("--game", default="connect_four")
     parser.add_argument("--net", default="resnet2x16")
     parser.add_argument("--selector", default="puct")
     parser.add_argument("--sims", type=int, default=32)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--envs", type=int, default=64)
+    parser.add_argument("--preset", default="connect_four", help="train: the preset")
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args()
-    call = {"search": search_call, "selfplay": selfplay_call, "ppo": ppo_call}[args.target](args)
+    targets = {
+        "search": search_call,
+        "selfplay": selfplay_call,
+        "ppo": ppo_call,
+        "train": train_call,
+    }
+    call = targets[args.target](args)
     for ms, n, name in summarize(call, args.top):
         print(f"{ms:10.2f} ms {n:7d}  {name}")
 

@@ -246,7 +246,7 @@ def test_judging_pairs_the_trained_weights_with_their_average_over_several_netwo
 
 
 def test_a_symmetry_averaged_network_gives_each_image_of_a_position_the_same_answer():
-    """`--play-symmetries on` (bench/learning.py's `mirrored`): the averaged network's value is
+    """`--play-symmetries on` (bench/learning.py's `symmetrized`): the averaged network's value is
     the same for a position and each of its images, and its move probabilities move with the
     board, so the image's answer is the position's, mapped by the symmetry."""
     import jax
@@ -269,7 +269,7 @@ def test_a_symmetry_averaged_network_gives_each_image_of_a_position_the_same_ans
         states.append(env.step(states[-1], jnp.int32(action), jax.random.PRNGKey(2))[0])
     obs = jnp.stack([env.observe(s) for s in states])
     with bench_module("learning") as learning:
-        averaged = learning.mirrored(eval_fn, env)
+        averaged = learning.symmetrized(eval_fn, env)
     logits, value = averaged(weights, obs, None)
     probs = jax.nn.softmax(logits, -1)
     blank, legal = jnp.zeros(A), jnp.ones(A, bool)

@@ -29,7 +29,8 @@ the run's own), one JSON line each, on the same positions and key, so what a net
 with can be tuned apart from training. `--play-weights trained` asks a run with `ema_decay`
 for its trained weights instead of their moving average; `--play-symmetries on` averages the
 network's outputs over the board's symmetries (Connect Four's mirror image). With several
-RUNs, a last line per setting gives the mean over the networks: a paired comparison.
+RUNs, a last line per setting gives the mean accuracies over the networks and their summed
+mistakes and positions: a paired comparison.
 
 Default (`make bench`): tic_tac_toe, 60 s per run, one seed. Run it alone: it uses every core.
 """
@@ -201,7 +202,8 @@ def judge_run(
 
 
 def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per play setting, the mean over the judged networks (the paired comparison's line)."""
+    """Per play setting, over the judged networks (the paired comparison's line): the mean
+    accuracies, the summed mistakes and the summed positions."""
     settings: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         key = (row["simulations"], row["c_puct"], row["weights"], row["symmetries"])
@@ -217,6 +219,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "accuracy_result": round(sum(r["accuracy_result"] for r in same) / len(same), 5),
             "accuracy_best": round(sum(r["accuracy_best"] for r in same) / len(same), 5),
             "mistakes": sum(r["mistakes"] for r in same),
+            "positions": sum(r["positions"] for r in same),
         }
         for (sims, c, w, m), same in settings.items()
     ]

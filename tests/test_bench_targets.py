@@ -228,7 +228,7 @@ def test_judging_pairs_the_trained_weights_with_their_average_over_several_netwo
     from turbozero.io.rundir import RunDir
 
     run, _ = averaged_run
-    step = sorted(RunDir(run).checkpoints.glob("[0-9]*"))[-1]
+    step = max(RunDir(run).checkpoints.glob("[0-9]*"), key=lambda p: int(p.name))
     with bench_module("learning") as learning:
         argv = ["--judge", str(run), str(step), "--play-simulations", "4"]
         rows = _judged(learning, [*argv, "--play-weights", "playing,trained"], capsys)
@@ -241,6 +241,7 @@ def test_judging_pairs_the_trained_weights_with_their_average_over_several_netwo
     assert judged[1]["accuracy_result"] == judged[3]["accuracy_result"] == round(acc.result, 5)
     assert [(r["weights"], r["networks"]) for r in summary] == [("playing", 2), ("trained", 2)]
     assert summary[1]["mistakes"] == judged[1]["mistakes"] + judged[3]["mistakes"]
+    assert summary[1]["positions"] == 2 * 4520
     with bench_module("learning") as learning, pytest.raises(SystemExit):
         learning.main(["--judge", str(run), "--play-weights", "playing,raw"])
 

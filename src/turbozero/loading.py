@@ -38,13 +38,15 @@ def load_agent(
         temperature: AlphaZero move temperature (0 = best move); PPO agents act greedily at 0
             and sample otherwise.
         which: "best" or "latest".
-        weights: "playing" or, for AlphaZero runs with `ema_decay`, "trained": the weights the
-            gradient steps produced rather than their moving average (from a training
-            checkpoint; see `turbozero.alphazero.load.load_agent`).
+        weights: "playing" or, for AlphaZero runs, "trained": the weights the gradient steps
+            produced rather than their moving average (from a training checkpoint; the two are
+            the same without `ema_decay`; see `turbozero.alphazero.load.load_agent`).
         env, module: AlphaZero runs whose game or flax network was given from Python (the
             tutorial's `Trainer`): pass the same game and network (`trainer.env`, `trainer.nn`).
     """
     temperature = check_number("temperature", temperature, low=0.0)
+    if weights not in ("playing", "trained"):
+        raise ValueError(f"weights must be 'playing' or 'trained', got {weights!r}")
     if num_simulations is not None:
         num_simulations = check_count("num_simulations", num_simulations, low=1)
     rd, algorithm = run_algorithm(path)

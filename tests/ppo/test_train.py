@@ -228,6 +228,8 @@ def test_alphazero_only_options_are_refused_for_a_ppo_run(full_run, capsys):
         turbozero.load_agent(run, 8)
     with pytest.raises(ValueError, match="weights is for AlphaZero runs"):
         turbozero.load_agent(run, weights="trained")
+    with pytest.raises(ValueError, match="weights must be 'playing' or 'trained', got 'raw'"):
+        turbozero.load_agent(run, weights="raw")
     assert main(["eval", str(run), "--simulations", "8"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --simulations is for AlphaZero runs")

@@ -81,8 +81,9 @@ def load_agent(
             a run directory records only the config, which names neither.
 
     Raises:
-        ValueError: for out-of-range arguments, or a run whose game was given from Python when
-            `env` is not passed.
+        ValueError: for out-of-range arguments, `weights="trained"` asked of a best network
+            (saved without the trained weights), or a run whose game was given from Python
+            when `env` is not passed.
     """
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")

@@ -74,6 +74,7 @@ BASELINES: dict[str, list[str]] = {
         "learning_rate=1e-3",
         "eval_simulations=0",
         "network.line_features=false",
+        "network.value_bins=0",
         "overlap=false",
     ],
 }

@@ -349,8 +349,9 @@ def tic_tac_toe() -> AlphaZeroConfig:
 
 @register_preset(
     "connect_four",
-    "Connect Four, ResNet 2x32 reading each cell's open lines, 32 simulations (128 at play), "
-    "self-play beside the gradient steps on one device, 30 minutes of training on CPU",
+    "Connect Four, ResNet 2x32 reading each cell's open lines with a win/draw/loss value head, "
+    "32 simulations (128 at play), self-play beside the gradient steps on one device, 30 minutes "
+    "of training on CPU",
     algorithm="alphazero",
 )
 def connect_four() -> AlphaZeroConfig:
@@ -358,7 +359,10 @@ def connect_four() -> AlphaZeroConfig:
         env="connect_four",
         num_games=128,
         # (line features: each cell's open lines of four for each side, KataGo-style inputs)
-        network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32, line_features=True),
+        # (the value as win/draw/loss probabilities, learnt by cross-entropy)
+        network=NetworkConfig(
+            kind="resnet", num_blocks=2, num_channels=32, line_features=True, value_bins=3
+        ),
         search=SearchConfig(num_simulations=32, max_nodes=64),
         temperature_moves=42,  # every move sampled: positions off the best line get targets
         root_value_weight=0.75,  # value target: a quarter outcome, 3/4 the search's root value

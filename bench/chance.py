@@ -179,6 +179,7 @@ def measure_2048(
             num_simulations=sims,
             selector=selector,
             chance_widening=widening,
+            discount=cfg.search.discount,
         )
 
     agents = {
@@ -190,6 +191,7 @@ def measure_2048(
             loaded.params,
             num_simulations=sims,
             selector=selector,
+            discount=cfg.search.discount,
         ),
         "network": network_agent(env, loaded.az.eval_fn, loaded.params, name="network"),
         "random": random_agent(env),

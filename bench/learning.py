@@ -182,6 +182,7 @@ def judge_run(
                 num_simulations=sims,
                 selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
                 chance_widening=cfg.search.chance_widening,
+                discount=cfg.search.discount,
             )
             acc = move_accuracy(loaded.env, agent, positions, jax.random.PRNGKey(seed))
             rows.append(

@@ -11,11 +11,13 @@ from turbozero.loading import load_agent
 
 
 def _tiny(env: str, **changes) -> AlphaZeroConfig:
+    changes.setdefault(
+        "search", SearchConfig(selector="muzero_puct", num_simulations=4, max_nodes=9)
+    )
     return AlphaZeroConfig(
         env=env,
         num_games=4,
         network=NetworkConfig(kind="mlp", hidden=(16,)),
-        search=SearchConfig(selector="muzero_puct", num_simulations=4, max_nodes=9),
         max_episode_steps=24,
         memory_capacity=24,
         train_batch_size=8,
@@ -32,7 +34,8 @@ def _tiny(env: str, **changes) -> AlphaZeroConfig:
 @pytest.fixture(scope="module")
 def run_2048(tmp_path_factory):
     run = tmp_path_factory.mktemp("chance") / "2048"
-    train(_tiny("2048", value_scale=20.0, eval_opponents=()), run, progress=False)
+    search = SearchConfig(selector="muzero_puct", num_simulations=4, max_nodes=9, discount=0.99)
+    train(_tiny("2048", value_scale=20.0, eval_opponents=(), search=search), run, progress=False)
     return run
 
 
@@ -48,6 +51,10 @@ def test_an_agent_loaded_from_a_chance_run_has_two_nodes_per_simulation(run_2048
     loaded = load_agent(run_2048, num_simulations=6)
     search = loaded.agent.policy_fn.search
     assert search.env.chance is not None and search.max_nodes == 13
+
+
+def test_an_agent_loaded_from_a_discounted_run_searches_with_its_discount(run_2048):
+    assert load_agent(run_2048).agent.policy_fn.search.spec.discount == 0.99
 
 
 def test_backgammon_evaluation_plays_random_and_its_own_network(tmp_path):

@@ -386,6 +386,28 @@ def test_search_chance_widening_reaches_self_play_and_the_evaluation():
     assert make_alphazero(AlphaZeroConfig(env="2048")).selfplay.search.spec.chance_widening == 1
 
 
+def test_search_discount_reaches_the_evaluation_agent():
+    """A network that learnt discounted values is judged by a search that backs them up with
+    the same discount (an undiscounted one would add a reward stream to values that do not
+    hold it)."""
+    from turbozero.alphazero.evaluate import Evaluator
+
+    cfg = AlphaZeroConfig(
+        env="connect_four",
+        num_games=2,
+        network=NetworkConfig(kind="mlp", hidden=(8,)),
+        search=SearchConfig(num_simulations=4, max_nodes=5, discount=0.97),
+        memory_capacity=8,
+        train_batch_size=4,
+        eval_opponents=(),
+    )
+    az = make_alphazero(cfg)
+    assert az.selfplay.search.spec.discount == 0.97
+    assert Evaluator(az)._agent.policy_fn.search.spec.discount == 0.97
+    undiscounted = make_alphazero(AlphaZeroConfig(env="connect_four"))
+    assert Evaluator(undiscounted)._agent.policy_fn.search.spec.discount == 1.0
+
+
 def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only():
     """With `search.fast_simulations`, each self-play step is searched in full with
     probability `full_fraction` (the whole batch at once), otherwise with the cheap search,

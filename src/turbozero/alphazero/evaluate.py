@@ -80,6 +80,7 @@ class Evaluator:
             num_simulations=self.sims,
             selector=search.selector,
             chance_widening=self.az.config.search.chance_widening,
+            discount=search.discount,
             name=name,
         )
 

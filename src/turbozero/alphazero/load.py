@@ -172,6 +172,7 @@ def load_agent(
         selector=make_selector(cfg.search),
         temperature=temperature,
         chance_widening=cfg.search.chance_widening,
+        discount=cfg.search.discount,
         name=f"{rd.path.name}@{meta.get('epoch', meta.get('step'))}",
     )
     return LoadedAgent(

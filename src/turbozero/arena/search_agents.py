@@ -50,13 +50,16 @@ def alphazero_agent(
     temperature: float = 0.0,
     root_noise: bool = False,
     chance_widening: float = 1.0,
+    discount: float = 1.0,
     name: str = "alphazero",
 ) -> Agent:
     """Network + search; temperature 0 plays the search's best move; no root noise unless asked.
 
     `max_nodes` None holds a node per simulation and the root, two per simulation in games with
     chance (`env.chance`), where an expansion may add a chance node and its outcome's state.
-    `chance_widening`: how fast chance nodes open their outcomes (see `make_search`)."""
+    `chance_widening`: how fast chance nodes open their outcomes (see `make_search`).
+    `discount`: the per-step discount of the search's backups, in (0, 1]; an agent whose network
+    learnt discounted values should search with the discount it learnt them under."""
     temperature = check_number("temperature", temperature, low=0.0)
     num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
     if max_nodes is not None:
@@ -72,6 +75,7 @@ def alphazero_agent(
         max_nodes=nodes_for(env, num_simulations) if max_nodes is None else max_nodes,
         reuse=False,
         chance_widening=chance_widening,
+        discount=discount,
     )
     return make_agent(SearchPolicy(search, temperature), params, name=name)
 

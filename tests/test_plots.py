@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turbozero.io.plots import plot_run, strength_series
+from turbozero.io.plots import accuracy_limits, plot_run, strength_series
 
 
 def _rows():
@@ -34,6 +34,14 @@ def test_strength_panels_hold_accuracy_scores_per_opponent_and_elo():
         "vs perfect": "score:perfect",
         "vs random": "score:random",
     }
+
+
+def test_the_accuracy_axis_zooms_to_the_runs_range_up_to_perfect_play():
+    assert accuracy_limits([0.953, 0.97, 0.98]) == (0.9, 1.005)
+    assert accuracy_limits([0.962, 0.98]) == (0.95, 1.005)
+    assert accuracy_limits([0.3, 0.9]) == (0.25, 1.005)
+    assert accuracy_limits([0.004]) == (0.0, 1.005)
+    assert accuracy_limits([]) == (0.0, 1.005)
 
 
 def test_the_run_plots_are_one_strength_figure_beside_losses_and_throughput(tmp_path):

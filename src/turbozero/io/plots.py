@@ -72,10 +72,25 @@ def _value(row: dict[str, Any], key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def accuracy_limits(values: list[float]) -> tuple[float, float]:
+    """The accuracy panel's y-range: from a multiple of 5% at least a point below the lowest
+    value up to 100%, so that a run near perfect play shows its last points of progress
+    rather than a flat line at the top of [0, 1]."""
+    low = min(values, default=0.0)
+    return max(0.0, math.floor((low - 0.01) * 20) / 20), 1.005
+
+
+def _last(value: float | None, fraction: bool) -> str:
+    if value is None:
+        return ""
+    return f" ({value:.1%} last)" if fraction else f" ({value:.4g} last)"
+
+
 def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
     """One figure of strength over time: a row per panel of `strength_series`, against
     wall-clock minutes (left) and environment steps (right). False if there is nothing to plot."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
     panels = strength_series(rows)
     if not panels:
@@ -87,13 +102,24 @@ def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
         for ax, x_key, scale in zip(
             row_axes, ("wall_seconds", "env_steps"), (1 / 60, 1.0), strict=True
         ):
+            shown: list[float] = []
             for label, key in lines.items():
                 points = [(r[x_key] * scale, _value(r, key)) for r in rows if x_key in r]
                 points = [(x, y) for x, y in points if y is not None]
                 if points:
                     xs, ys = zip(*points, strict=True)
-                    ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
-            if "accuracy" in title or "score" in title:
+                    shown += ys
+                    fraction = "accuracy" in title or "score" in title
+                    ax.plot(
+                        xs,
+                        ys,
+                        marker="." if len(xs) < 30 else None,
+                        label=label + _last(ys[-1], fraction),
+                    )
+            if "accuracy" in title:
+                ax.set_ylim(*accuracy_limits(shown))
+                ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+            elif "score" in title:
                 ax.set_ylim(-0.03, 1.03)
             ax.grid(alpha=0.3)
         row_axes[0].set_ylabel(title, fontsize=9)

@@ -210,6 +210,35 @@ def test_the_resnet_heads_have_the_configured_widths_and_default_to_alphago_zero
             AZResnetConfig(policy_head_out_size=9, **{field: 0})
 
 
+def test_global_pooling_lets_a_block_see_past_its_convolutions_reach():
+    """A residual block's two 3x3 convolutions see two cells around each cell; with
+    `global_pool` a stone in one corner also moves the features of the opposite corner, and the
+    option adds one dense layer per block (a config without it keeps the parameter tree of runs
+    written before it existed)."""
+    from turbozero.alphazero.trainer import make_network
+    from turbozero.config import ConfigError
+    from turbozero.nets.resnet import _Block
+
+    empty = jnp.zeros((1, 6, 7, 8))
+    corner = empty.at[0, 0, 0, :].set(1.0)
+    for pooled in (False, True):
+        block = _Block(8, "batch", pooled)  # (layer norm is itself board-wide)
+        params = block.init(jax.random.PRNGKey(0), empty, False)
+        far = [block.apply(params, x, False)[0, 5, 6] for x in (empty, corner)]
+        assert bool(jnp.any(far[0] != far[1])) == pooled
+        assert ("Dense_0" in params["params"]) == pooled
+
+    from turbozero import envs
+
+    net = make_network(
+        TINY.with_overrides(["network.kind=resnet", "network.global_pool=true"]),
+        envs.make("tic_tac_toe"),
+    )
+    assert net.config.global_pool
+    with pytest.raises(ConfigError, match=r"network\.global_pool=true is an option of the resnet"):
+        TINY.with_overrides(["network.kind=mlp", "network.global_pool=true"])
+
+
 @pytest.mark.parametrize("norm", ["batch", "layer"])
 def test_the_resnet_value_and_policy_depend_on_the_board_with_either_norm(norm):
     """With layer norm over the channels alone, the value head's one-channel map normalised to

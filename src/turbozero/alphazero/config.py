@@ -34,6 +34,7 @@ class NetworkConfig(Config):
     value_channels: int = 1  # resnet: channels of the value head's 1x1 convolution
     line_features: bool = False  # resnet, k-in-a-row games: also read each cell's open lines
     gravity_features: bool = False  # resnet, connect_four: also read when each cell is playable
+    global_pool: bool = False  # resnet: each block adds a per-channel bias from the whole board
 
     def validate(self) -> None:
         check_choice("network.kind", self.kind, ["resnet", "mlp"])
@@ -42,10 +43,10 @@ class NetworkConfig(Config):
         check_range("network.policy_channels", self.policy_channels, low=1)
         check_range("network.value_channels", self.value_channels, low=1)
         check_choice("network.norm", self.norm, ["batch", "layer"])
-        for name in ("line_features", "gravity_features"):
+        for name in ("line_features", "gravity_features", "global_pool"):
             if getattr(self, name) and self.kind != "resnet":
                 raise ConfigError(
-                    f"network.{name}=true adds input planes to the resnet's board; "
+                    f"network.{name}=true is an option of the resnet's board; "
                     f"network.kind={self.kind!r} has none: set network.kind=resnet or leave "
                     f"network.{name} out"
                 )

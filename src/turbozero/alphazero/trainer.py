@@ -117,6 +117,7 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
                 value_channels=n.value_channels,
                 line_length=_line_length(env) if n.line_features else 0,
                 gravity=_has_gravity(env) if n.gravity_features else False,
+                global_pool=n.global_pool,
             )
         )
     return PolicyValueMLP(

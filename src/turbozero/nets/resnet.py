@@ -35,6 +35,11 @@ class AZResnetConfig:
             `turbozero.nets.lines.line_features` of its board (7 more input planes).
         gravity: the network also reads `turbozero.nets.lines.gravity_features` of its board
             (3 more input planes), for games whose marks fall down their column.
+        global_pool: every residual block adds to each cell a bias per channel computed from
+            the whole board (the mean and the maximum over the board of the block's first
+            convolution, through a dense layer; KataGo's global pooling), so that a cell's
+            features can depend on the board as a whole at every depth, not only where the
+            convolutions' reach covers it.
 
     AlphaGo Zero's heads have 2 policy and 1 value channels (the defaults); AlphaZero.jl's
     Connect Four network has 4 policy and 32 value channels.
@@ -51,6 +56,7 @@ class AZResnetConfig:
     value_channels: int = dataclasses.field(default=1, metadata=ADDED_LATER)
     line_length: int = dataclasses.field(default=0, metadata=ADDED_LATER)
     gravity: bool = dataclasses.field(default=False, metadata=ADDED_LATER)
+    global_pool: bool = dataclasses.field(default=False, metadata=ADDED_LATER)
 
     def __post_init__(self) -> None:
         check_count("policy_head_out_size", self.policy_head_out_size, low=1)
@@ -84,11 +90,15 @@ class _Norm(nn.Module):
 class _Block(nn.Module):
     channels: int
     norm: str
+    global_pool: bool = False
 
     @nn.compact
     def __call__(self, x: Array, train: bool) -> Array:
         y = nn.Conv(self.channels, (3, 3), use_bias=False)(x)
         y = nn.relu(_Norm(self.norm)(y, train))
+        if self.global_pool:  # [B, H, W, C] -> [B, 2C] -> a bias per channel [B, 1, 1, C]
+            pooled = jnp.concatenate([y.mean(axis=(1, 2)), y.max(axis=(1, 2))], axis=-1)
+            y = y + nn.Dense(self.channels)(pooled)[:, None, None, :]
         y = nn.Conv(self.channels, (3, 3), use_bias=False)(y)
         y = _Norm(self.norm)(y, train)
         return nn.relu(x + y)
@@ -120,7 +130,7 @@ class AZResnet(nn.Module):
         x = nn.Conv(cfg.num_channels, (3, 3), use_bias=False)(x)
         x = nn.relu(_Norm(cfg.norm)(x, train))
         for _ in range(cfg.num_blocks):
-            x = _Block(cfg.num_channels, cfg.norm)(x, train)
+            x = _Block(cfg.num_channels, cfg.norm, cfg.global_pool)(x, train)
         p = nn.Conv(cfg.policy_channels, (1, 1), use_bias=False)(x)
         p = nn.relu(_Norm(cfg.norm)(p, train)).reshape(x.shape[0], -1)
         logits = nn.Dense(cfg.policy_head_out_size)(p)

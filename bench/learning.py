@@ -76,6 +76,8 @@ BASELINES: dict[str, list[str]] = {
         "network.line_features=false",
         "network.value_bins=0",
         "overlap=false",
+        "ema_decay=0",
+        "ema_selfplay=true",
     ],
 }
 

@@ -351,8 +351,8 @@ def tic_tac_toe() -> AlphaZeroConfig:
 @register_preset(
     "connect_four",
     "Connect Four, ResNet 2x32 reading each cell's open lines with a win/draw/loss value head, "
-    "32 simulations (128 at play), self-play beside the gradient steps on one device, 30 minutes "
-    "of training on CPU",
+    "32 simulations (128 at play, by the weights' moving average), self-play beside the gradient "
+    "steps on one device, 30 minutes of training on CPU",
     algorithm="alphazero",
 )
 def connect_four() -> AlphaZeroConfig:
@@ -371,6 +371,8 @@ def connect_four() -> AlphaZeroConfig:
         memory_capacity=1024,  # about 64 epochs of play kept, each position drawn ~4 times
         augment=True,
         learning_rate=2e-3,
+        ema_decay=0.9995,  # the weights' moving average (about the last 2,000 steps) plays ...
+        ema_selfplay=False,  # ... evaluations and the saved agent; self-play the trained weights
         train_batch_size=512,
         warmup_steps=16,
         collection_steps_per_epoch=16,

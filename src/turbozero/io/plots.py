@@ -90,7 +90,7 @@ def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
     """One figure of strength over time: a row per panel of `strength_series`, against
     wall-clock minutes (left) and environment steps (right). False if there is nothing to plot."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import PercentFormatter
+    from matplotlib.ticker import EngFormatter, PercentFormatter
 
     panels = strength_series(rows)
     if not panels:
@@ -116,6 +116,8 @@ def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
                         marker="." if len(xs) < 30 else None,
                         label=label + _last(ys[-1], fraction),
                     )
+            if x_key == "env_steps":  # 200k, 1.5M: the long counts do not run together
+                ax.xaxis.set_major_formatter(EngFormatter(sep=""))
             if "accuracy" in title:
                 ax.set_ylim(*accuracy_limits(shown))
                 ax.yaxis.set_major_formatter(PercentFormatter(1.0))

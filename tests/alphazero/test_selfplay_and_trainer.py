@@ -366,7 +366,9 @@ def test_search_chance_setting_picks_chance_nodes_or_one_sampled_outcome_per_edg
     assert search.reuse == searched_chance  # reuse through the chance node; none when sampled
 
 
-def test_search_chance_widening_reaches_self_play_and_the_evaluation():
+def test_search_chance_widening_and_discount_reach_self_play_and_the_evaluation():
+    """The evaluation searches as self-play does: a network that learnt discounted values is
+    judged by a search that backs them up with the same discount."""
     from turbozero.alphazero.evaluate import Evaluator
 
     cfg = AlphaZeroConfig(
@@ -374,38 +376,23 @@ def test_search_chance_widening_reaches_self_play_and_the_evaluation():
         num_games=2,
         network=NetworkConfig(kind="mlp", hidden=(8,)),
         search=SearchConfig(
-            selector="muzero_puct", num_simulations=4, max_nodes=9, chance_widening=0.5
+            selector="muzero_puct",
+            num_simulations=4,
+            max_nodes=9,
+            chance_widening=0.5,
+            discount=0.97,
         ),
         memory_capacity=8,
         train_batch_size=4,
         eval_opponents=(),
     )
     az = make_alphazero(cfg)
-    assert az.selfplay.search.spec.chance_widening == 0.5
-    assert Evaluator(az)._agent.policy_fn.search.spec.chance_widening == 0.5
-    assert make_alphazero(AlphaZeroConfig(env="2048")).selfplay.search.spec.chance_widening == 1
-
-
-def test_search_discount_reaches_the_evaluation_agent():
-    """A network that learnt discounted values is judged by a search that backs them up with
-    the same discount (an undiscounted one would add a reward stream to values that do not
-    hold it)."""
-    from turbozero.alphazero.evaluate import Evaluator
-
-    cfg = AlphaZeroConfig(
-        env="connect_four",
-        num_games=2,
-        network=NetworkConfig(kind="mlp", hidden=(8,)),
-        search=SearchConfig(num_simulations=4, max_nodes=5, discount=0.97),
-        memory_capacity=8,
-        train_batch_size=4,
-        eval_opponents=(),
-    )
-    az = make_alphazero(cfg)
-    assert az.selfplay.search.spec.discount == 0.97
-    assert Evaluator(az)._agent.policy_fn.search.spec.discount == 0.97
-    undiscounted = make_alphazero(AlphaZeroConfig(env="connect_four"))
-    assert Evaluator(undiscounted)._agent.policy_fn.search.spec.discount == 1.0
+    evaluated = Evaluator(az)._agent.policy_fn.search.spec
+    for spec in (az.selfplay.search.spec, evaluated):
+        assert (spec.chance_widening, spec.discount) == (0.5, 0.97)
+    plain = make_alphazero(AlphaZeroConfig(env="2048", eval_opponents=()))
+    assert plain.selfplay.search.spec.chance_widening == 1
+    assert Evaluator(plain)._agent.policy_fn.search.spec.discount == 1.0
 
 
 def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only():

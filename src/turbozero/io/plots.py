@@ -80,9 +80,7 @@ def accuracy_limits(values: list[float]) -> tuple[float, float]:
     return max(0.0, math.floor((low - 0.01) * 20) / 20), 1.005
 
 
-def _last(value: float | None, fraction: bool) -> str:
-    if value is None:
-        return ""
+def _last(value: float, fraction: bool) -> str:
     return f" ({value:.1%} last)" if fraction else f" ({value:.4g} last)"
 
 
@@ -103,13 +101,13 @@ def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
             row_axes, ("wall_seconds", "env_steps"), (1 / 60, 1.0), strict=True
         ):
             shown: list[float] = []
+            fraction = "accuracy" in title or "score" in title
             for label, key in lines.items():
                 points = [(r[x_key] * scale, _value(r, key)) for r in rows if x_key in r]
                 points = [(x, y) for x, y in points if y is not None]
                 if points:
                     xs, ys = zip(*points, strict=True)
                     shown += ys
-                    fraction = "accuracy" in title or "score" in title
                     ax.plot(
                         xs,
                         ys,

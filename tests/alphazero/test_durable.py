@@ -17,24 +17,35 @@ from tests.subprocesses import pythonpath
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SHARDED = textwrap.dedent(
+#: what the multi-device checks start from: a tiny run's state laid out over the devices
+SETUP = textwrap.dedent(
     """
-    import json, sys
-    import jax, numpy as np
-    from turbozero.io import enable_compilation_cache
-    enable_compilation_cache()
+    import jax
     from tests.alphazero.test_selfplay_and_trainer import TINY
     from turbozero.alphazero import make_alphazero
     from turbozero.alphazero.sharding import Sharder
 
+    def sharded(overrides, on_mesh=True):
+        cfg = TINY.with_overrides(overrides)
+        sh = Sharder(cfg)
+        az = make_alphazero(cfg, mesh=sh.mesh if on_mesh else None)
+        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+        state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
+        return sh, az, shape, state
+    """
+)
+
+SHARDED = SETUP + textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from turbozero.io import enable_compilation_cache
+    enable_compilation_cache()
+
     def one_epoch(n):
         # (with reanalysis: its positions are searched on the devices too)
         # (and the weights' moving average: updated on the devices after each step)
-        cfg = TINY.with_overrides([f"devices={n}", "reanalyse_positions=16", "ema_decay=0.9"])
-        sh = Sharder(cfg)
-        az = make_alphazero(cfg, mesh=sh.mesh)
-        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
-        state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
+        sh, az, shape, state = sharded([f"devices={n}", "reanalyse_positions=16", "ema_decay=0.9"])
         state, played = sh.jit_step(az.collect, shape)(state, 9)
         state, m = sh.jit_step(az.train_steps, shape)(state, 2)
         spread = len(state.selfplay.tree.visits.sharding.device_set)
@@ -88,17 +99,10 @@ def test_self_play_on_several_devices_searches_each_games_trees_without_collecti
     """Each device searches its own games: the compiled collect holds no all-gather, and its
     only all-reduces are the per-move sums (metrics, memory counters), none inside the search's
     loops over tree levels (XLA's partitioner put collectives in every level's gathers)."""
-    code = textwrap.dedent(
+    code = SETUP + textwrap.dedent(
         """
-        import re, jax
-        from tests.alphazero.test_selfplay_and_trainer import TINY
-        from turbozero.alphazero import make_alphazero
-        from turbozero.alphazero.sharding import Sharder
-        cfg = TINY.with_overrides(["devices=2"])
-        sh = Sharder(cfg)
-        az = make_alphazero(cfg, mesh=sh.mesh)
-        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
-        state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
+        import re
+        sh, az, shape, state = sharded(["devices=2"])
         text = sh.jit_step(az.collect, shape).lower(state, 2).compile().as_text()
         for line in text.splitlines():
             kinds = "all-gather|all-reduce|all-to-all|collective-permute"
@@ -122,17 +126,9 @@ def test_the_gradient_steps_on_several_devices_hold_no_window_across_the_memory(
     """The batch's draw with replacement ranks the memory's slots: as a `cumsum` split over the
     devices, XLA made it a window the memory's size sliding over every slot, and a
     connect_four gradient step on 2 devices took 2 s instead of 0.12 s."""
-    code = textwrap.dedent(
+    code = SETUP + textwrap.dedent(
         """
-        import jax
-        from tests.alphazero.test_selfplay_and_trainer import TINY
-        from turbozero.alphazero import make_alphazero
-        from turbozero.alphazero.sharding import Sharder
-        cfg = TINY.with_overrides(["devices=2"])
-        sh = Sharder(cfg)
-        az = make_alphazero(cfg, mesh=sh.mesh)
-        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
-        state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
+        sh, az, shape, state = sharded(["devices=2"])
         text = sh.jit_step(az.train_steps, shape).lower(state, 1).compile().as_text()
         # (a sliding window: one without a stride; a strided one is a plain chunked sum)
         sliding = [l for l in text.splitlines() if " reduce-window(" in l and "stride=" not in l]
@@ -145,20 +141,11 @@ def test_the_gradient_steps_on_several_devices_hold_no_window_across_the_memory(
 def test_compiled_steps_take_a_state_laid_out_otherwise():
     """The trainer's steps are compiled ahead for the sharded layout; a state that arrives
     replicated (or on one device) is laid out for them rather than refused."""
-    code = textwrap.dedent(
+    code = SETUP + textwrap.dedent(
         """
-        import jax
-        from jax.sharding import NamedSharding, PartitionSpec
-        from tests.alphazero.test_selfplay_and_trainer import TINY
-        from turbozero.alphazero import make_alphazero
-        from turbozero.alphazero.sharding import Sharder
         from turbozero.alphazero.train import _CompiledAhead
-        cfg = TINY.with_overrides(["devices=2"])
-        az = make_alphazero(cfg)
-        sh = Sharder(cfg)
-        shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
+        sh, az, shape, state = sharded(["devices=2"], on_mesh=False)
         collect = _CompiledAhead(sh.jit_step(az.collect, shape))
-        state = sh.jit_init(az.init)(jax.random.PRNGKey(0))
         collect.prepare(state, 2)
         for layout in (sh.replicated, jax.devices()[0]):
             other = jax.device_put(state, layout)

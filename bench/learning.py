@@ -21,6 +21,7 @@ the same machine, with the same budget.
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
     python bench/learning.py --judge RUN [RUN ...] [--play-simulations 128,256]
         [--play-c-puct 1.25,2] [--play-weights playing,trained] [--play-symmetries off,on]
+        [--play-average 1,5]
 
 `--judge RUN ...` trains nothing: the latest network of each existing run directory (or the
 checkpoint a `RUN/checkpoints/N` path names) is asked again, once per play setting (every
@@ -28,7 +29,9 @@ combination of the listed simulation counts, PUCT constants, weights and symmetr
 the run's own), one JSON line each, on the same positions and key, so what a network plays
 with can be tuned apart from training. `--play-weights trained` asks a run with `ema_decay`
 for its trained weights instead of their moving average; `--play-symmetries on` averages the
-network's outputs over the board's symmetries (Connect Four's mirror image). With several
+network's outputs over the board's symmetries (Connect Four's mirror image); `--play-average K`
+plays the mean of the weights of the run's last K training checkpoints (up to the one judged),
+an average over snapshots that the run itself never played with. With several
 RUNs, a last line per setting gives the mean accuracies over the networks and their summed
 mistakes and positions: a paired comparison.
 
@@ -145,6 +148,28 @@ def symmetrized(eval_fn: Any, env: Any) -> Any:
     return evaluate
 
 
+def last_checkpoints(run: Path, count: int) -> list[Path]:
+    """The `count` training checkpoints of `run` that end at the one it names (or at its
+    latest), oldest first."""
+    from turbozero.io.rundir import find_run_dir
+    from turbozero.validate import is_digits
+
+    if is_digits(run.name):
+        directory, upto = run.parent, int(run.name)
+    else:
+        directory, upto = find_run_dir(run).checkpoints, None
+    steps = sorted(
+        int(p.name)
+        for p in directory.iterdir()
+        if is_digits(p.name) and (upto is None or int(p.name) <= upto)
+    )
+    if len(steps) < count:
+        raise SystemExit(
+            f"--play-average {count}: {run} has {len(steps)} training checkpoint(s) to average"
+        )
+    return [directory / str(step) for step in steps[-count:]]
+
+
 def judge_run(
     run: Path,
     simulations: list[int] | None,
@@ -152,11 +177,12 @@ def judge_run(
     seed: int = 0,
     weights: list[str] | None = None,
     symmetries: list[str] | None = None,
+    averages: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """The accuracy rows of `run`'s latest network (or of the checkpoint `run` names) searching
     with each combination of settings: simulations, PUCT constant, which weights play
-    (`load_agent`'s `weights`) and whether the network's outputs are averaged over the board's
-    symmetries."""
+    (`load_agent`'s `weights`), whether the network's outputs are averaged over the board's
+    symmetries, and over how many of the last checkpoints the weights are averaged."""
     import dataclasses
 
     from turbozero.alphazero.trainer import make_selector
@@ -172,15 +198,24 @@ def judge_run(
             )
         positions = positions_for(loaded.env.name, num_positions=cfg.eval_accuracy_positions)
         settings = itertools.product(
+            averages or [1],
             symmetries or ["off"],
             simulations or [cfg.eval_simulations or cfg.search.num_simulations],
             c_pucts or [cfg.search.c_puct],
         )
-        for mirror, sims, c in settings:
+        weights_of = {1: loaded.agent.params}
+        for count in set(averages or []) - {1}:
+            snapshots = [
+                turbozero.load_agent(path, weights=which_weights).agent.params
+                for path in last_checkpoints(run, count)
+            ]
+            weights_of[count] = jax.tree.map(lambda *xs: sum(xs) / len(xs), *snapshots)
+        for count, mirror, sims, c in settings:
+            params = weights_of[count]
             agent = alphazero_agent(
                 loaded.az.selfplay.search.env,
                 symmetrized(loaded.az.eval_fn, loaded.env) if mirror == "on" else loaded.az.eval_fn,
-                loaded.agent.params,
+                params,
                 num_simulations=sims,
                 selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
                 chance_widening=cfg.search.chance_widening,
@@ -195,6 +230,7 @@ def judge_run(
                     "c_puct": c,
                     "weights": which_weights,
                     "symmetries": mirror,
+                    "average": count,
                     "accuracy_result": round(acc.result, 5),
                     "accuracy_best": round(acc.best, 5),
                     "mistakes": round((1 - acc.result) * acc.num_positions),
@@ -210,7 +246,13 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     accuracies, the summed mistakes and the summed positions."""
     settings: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
-        key = (row["simulations"], row["c_puct"], row["weights"], row["symmetries"])
+        key = (
+            row["simulations"],
+            row["c_puct"],
+            row["weights"],
+            row["symmetries"],
+            row["average"],
+        )
         settings.setdefault(key, []).append(row)
     return [
         {
@@ -219,13 +261,14 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "c_puct": c,
             "weights": w,
             "symmetries": m,
+            "average": k,
             "networks": len(same),
             "accuracy_result": round(sum(r["accuracy_result"] for r in same) / len(same), 5),
             "accuracy_best": round(sum(r["accuracy_best"] for r in same) / len(same), 5),
             "mistakes": sum(r["mistakes"] for r in same),
             "positions": sum(r["positions"] for r in same),
         }
-        for (sims, c, w, m), same in settings.items()
+        for (sims, c, w, m, k), same in settings.items()
     ]
 
 
@@ -273,7 +316,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--play-symmetries", type=_choices("off", "on"), help="with --judge: off,on"
     )
+    parser.add_argument(
+        "--play-average",
+        type=_numbers(int),
+        help="with --judge: e.g. 1,5 (the mean weights of the last K checkpoints)",
+    )
     args = parser.parse_args(argv)
+    if args.play_average and min(args.play_average) < 1:
+        parser.error("--play-average counts checkpoints: each K must be >= 1")
     if args.judge is not None:
         emit({"machine": machine(), "judge": [str(run) for run in args.judge]})
         rows = []
@@ -284,6 +334,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.play_c_puct,
                 weights=args.play_weights,
                 symmetries=args.play_symmetries,
+                averages=args.play_average,
             ):
                 emit(row)
                 rows.append(row)

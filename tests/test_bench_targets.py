@@ -246,6 +246,44 @@ def test_judging_pairs_the_trained_weights_with_their_average_over_several_netwo
         learning.main(["--judge", str(run), "--play-weights", "playing,raw"])
 
 
+def test_judging_with_an_average_plays_the_mean_weights_of_the_last_checkpoints(
+    averaged_run, capsys
+):
+    """`--play-average K` plays the mean of the weights of the run's last K training
+    checkpoints: K = 1 is the latest network, K = 2 the mean of the last two; more than the run
+    kept, or K < 1, is refused."""
+    import dataclasses
+
+    import jax
+
+    import turbozero
+    from turbozero.arena.accuracy import move_accuracy, positions_for
+    from turbozero.io.rundir import RunDir
+
+    run, _ = averaged_run
+    steps = sorted(RunDir(run).checkpoints.glob("[0-9]*"), key=lambda p: int(p.name))
+    with bench_module("learning") as learning:
+        argv = ["--judge", str(run), "--play-simulations", "4", "--play-average", "1,2"]
+        rows = _judged(learning, argv, capsys)
+        kept = len(steps)
+        with pytest.raises(SystemExit, match=f"has {kept} training"):
+            learning.main(["--judge", str(run), "--play-average", str(kept + 1)])
+        with pytest.raises(SystemExit):
+            learning.main(["--judge", str(run), "--play-average", "0"])
+    assert [r["average"] for r in rows] == [1, 2]
+    assert rows[0]["accuracy_result"] != rows[1]["accuracy_result"]  # (the two are told apart)
+    latest = turbozero.load_agent(run, 4, which="latest")
+    snapshots = [turbozero.load_agent(step, 4).agent.params for step in steps[-2:]]
+    mean = jax.tree.map(lambda a, b: (a + b) / 2, *snapshots)
+    assert not all(jax.tree.leaves(jax.tree.map(lambda a, b: bool((a == b).all()), *snapshots)))
+    positions = positions_for("tic_tac_toe")
+    for row, agent in zip(
+        rows, [latest.agent, dataclasses.replace(latest.agent, params=mean)], strict=True
+    ):
+        acc = move_accuracy(latest.env, agent, positions, jax.random.PRNGKey(0))
+        assert row["accuracy_result"] == round(acc.result, 5)
+
+
 def test_a_symmetry_averaged_network_gives_each_image_of_a_position_the_same_answer():
     """`--play-symmetries on` (bench/learning.py's `symmetrized`): the averaged network's value is
     the same for a position and each of its images, and its move probabilities move with the

@@ -211,11 +211,10 @@ def judge_run(
             ]
             weights_of[count] = jax.tree.map(lambda *xs: sum(xs) / len(xs), *snapshots)
         for count, mirror, sims, c in settings:
-            params = weights_of[count]
             agent = alphazero_agent(
                 loaded.az.selfplay.search.env,
                 symmetrized(loaded.az.eval_fn, loaded.env) if mirror == "on" else loaded.az.eval_fn,
-                params,
+                weights_of[count],
                 num_simulations=sims,
                 selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
                 chance_widening=cfg.search.chance_widening,

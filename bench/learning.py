@@ -151,6 +151,7 @@ def symmetrized(eval_fn: Any, env: Any) -> Any:
 def last_checkpoints(run: Path, count: int) -> list[Path]:
     """The `count` training checkpoints of `run` that end at the one it names (or at its
     latest), oldest first."""
+    from turbozero.io.checkpoint import Checkpointer
     from turbozero.io.rundir import find_run_dir
     from turbozero.validate import is_digits
 
@@ -158,11 +159,11 @@ def last_checkpoints(run: Path, count: int) -> list[Path]:
         directory, upto = run.parent, int(run.name)
     else:
         directory, upto = find_run_dir(run).checkpoints, None
-    steps = sorted(
-        int(p.name)
-        for p in directory.iterdir()
-        if is_digits(p.name) and (upto is None or int(p.name) <= upto)
-    )
+    checkpoints = Checkpointer(directory)
+    try:
+        steps = sorted(s for s in checkpoints.all_steps() if upto is None or s <= upto)
+    finally:
+        checkpoints.close()
     if len(steps) < count:
         raise SystemExit(
             f"--play-average {count}: {run} has {len(steps)} training checkpoint(s) to average"

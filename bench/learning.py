@@ -21,7 +21,7 @@ the same machine, with the same budget.
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
     python bench/learning.py --judge RUN [RUN ...] [--play-simulations 128,256]
         [--play-c-puct 1.25,2] [--play-weights playing,trained] [--play-symmetries off,on]
-        [--play-average 1,5]
+        [--play-average 1,5] [--play-fpu zero,node,network]
 
 `--judge RUN ...` trains nothing: the latest network of each existing run directory (or the
 checkpoint a `RUN/checkpoints/N` path names) is asked again, once per play setting (every
@@ -31,7 +31,10 @@ with can be tuned apart from training. `--play-weights trained` asks a run with 
 for its trained weights instead of their moving average; `--play-symmetries on` averages the
 network's outputs over the board's symmetries (Connect Four's mirror image); `--play-average K`
 plays the mean of the weights of the run's last K training checkpoints (up to the one judged),
-an average over snapshots that the run itself never played with. With several
+an average over snapshots that the run itself never played with; `--play-fpu node` (or
+`network`) values a PUCT node's unvisited moves at the node's backed-up value (or the
+network's value of it) instead of 0, a draw (first-play urgency; Leela Zero and KataGo take
+the node's value less a reduction). With several
 RUNs, a last line per setting gives the mean accuracies over the networks and their summed
 mistakes and positions: a paired comparison.
 
@@ -148,6 +151,36 @@ def symmetrized(eval_fn: Any, env: Any) -> Any:
     return evaluate
 
 
+FIRST_PLAY = ("zero", "node", "network")
+
+
+def first_play(selector: Any, value: str) -> Any:
+    """`selector` (a PUCT rule, noise off) with the unvisited moves of each node valued at
+    `value` (`FIRST_PLAY`): "zero" is the rule itself (an unvisited move counts as a draw),
+    "node" the node's backed-up mean value, "network" the network's value of the node, both
+    from the point of view of the player to move there."""
+    import jax.numpy as jnp
+
+    quiet = selector.without_noise()
+    if value == "zero":
+        return quiet
+
+    def select(view: Any, root_probs: Any, is_root: bool) -> Any:
+        unvisited = view.node_value if value == "node" else view.raw_value
+        q = jnp.where(view.child_visits > 0, view.child_q, unvisited[:, None])
+        return quiet.select(view._replace(child_q=q), root_probs, is_root)
+
+    def without_noise() -> Any:
+        return urgent
+
+    urgent = quiet._replace(
+        select=select,
+        without_noise=without_noise,
+        options={**quiet.options, "first_play": value},
+    )
+    return urgent
+
+
 def last_checkpoints(run: Path, count: int) -> list[Path]:
     """The `count` training checkpoints of `run` that end at the one it names (or at its
     latest), oldest first."""
@@ -179,11 +212,13 @@ def judge_run(
     weights: list[str] | None = None,
     symmetries: list[str] | None = None,
     averages: list[int] | None = None,
+    first_plays: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The accuracy rows of `run`'s latest network (or of the checkpoint `run` names) searching
     with each combination of settings: simulations, PUCT constant, which weights play
     (`load_agent`'s `weights`), whether the network's outputs are averaged over the board's
-    symmetries, and over how many of the last checkpoints the weights are averaged."""
+    symmetries, over how many of the last checkpoints the weights are averaged, and the value
+    of unvisited moves (`first_play`)."""
     import dataclasses
 
     from turbozero.alphazero.trainer import make_selector
@@ -193,16 +228,18 @@ def judge_run(
     for which_weights in weights or ["playing"]:
         loaded = turbozero.load_agent(run, which="latest", weights=which_weights)
         cfg = loaded.config
-        if c_pucts and cfg.search.selector != "puct":
-            raise SystemExit(
-                f"--play-c-puct is PUCT's constant; {run} searches with {cfg.search.selector}"
-            )
+        for option, asked in (("--play-c-puct", c_pucts), ("--play-fpu", first_plays)):
+            if asked and cfg.search.selector != "puct":
+                raise SystemExit(
+                    f"{option} is an option of PUCT; {run} searches with {cfg.search.selector}"
+                )
         positions = positions_for(loaded.env.name, num_positions=cfg.eval_accuracy_positions)
         settings = itertools.product(
             averages or [1],
             symmetries or ["off"],
             simulations or [cfg.eval_simulations or cfg.search.num_simulations],
             c_pucts or [cfg.search.c_puct],
+            first_plays or ["zero"],
         )
         weights_of = {1: loaded.agent.params}
         for count in set(averages or []) - {1}:
@@ -211,13 +248,14 @@ def judge_run(
                 for path in last_checkpoints(run, count)
             ]
             weights_of[count] = jax.tree.map(lambda *xs: sum(xs) / len(xs), *snapshots)
-        for count, mirror, sims, c in settings:
+        for count, mirror, sims, c, fpu in settings:
+            selector = make_selector(dataclasses.replace(cfg.search, c_puct=c))
             agent = alphazero_agent(
                 loaded.az.selfplay.search.env,
                 symmetrized(loaded.az.eval_fn, loaded.env) if mirror == "on" else loaded.az.eval_fn,
                 weights_of[count],
                 num_simulations=sims,
-                selector=make_selector(dataclasses.replace(cfg.search, c_puct=c)),
+                selector=first_play(selector, fpu) if first_plays else selector,
                 chance_widening=cfg.search.chance_widening,
                 discount=cfg.search.discount,
             )
@@ -231,6 +269,7 @@ def judge_run(
                     "weights": which_weights,
                     "symmetries": mirror,
                     "average": count,
+                    "first_play": fpu,
                     "accuracy_result": round(acc.result, 5),
                     "accuracy_best": round(acc.best, 5),
                     "mistakes": round((1 - acc.result) * acc.num_positions),
@@ -252,6 +291,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["weights"],
             row["symmetries"],
             row["average"],
+            row["first_play"],
         )
         settings.setdefault(key, []).append(row)
     return [
@@ -262,13 +302,14 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "weights": w,
             "symmetries": m,
             "average": k,
+            "first_play": fpu,
             "networks": len(same),
             "accuracy_result": round(sum(r["accuracy_result"] for r in same) / len(same), 5),
             "accuracy_best": round(sum(r["accuracy_best"] for r in same) / len(same), 5),
             "mistakes": sum(r["mistakes"] for r in same),
             "positions": sum(r["positions"] for r in same),
         }
-        for (sims, c, w, m, k), same in settings.items()
+        for (sims, c, w, m, k, fpu), same in settings.items()
     ]
 
 
@@ -321,6 +362,11 @@ def main(argv: list[str] | None = None) -> None:
         type=_numbers(int),
         help="with --judge: e.g. 1,5 (the mean weights of the last K checkpoints)",
     )
+    parser.add_argument(
+        "--play-fpu",
+        type=_choices(*FIRST_PLAY),
+        help="with --judge: zero,node,network (the value of a node's unvisited moves)",
+    )
     args = parser.parse_args(argv)
     if args.play_average and min(args.play_average) < 1:
         parser.error("--play-average counts checkpoints: each K must be >= 1")
@@ -335,6 +381,7 @@ def main(argv: list[str] | None = None) -> None:
                 weights=args.play_weights,
                 symmetries=args.play_symmetries,
                 averages=args.play_average,
+                first_plays=args.play_fpu,
             ):
                 emit(row)
                 rows.append(row)

@@ -21,7 +21,7 @@ the same machine, with the same budget.
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
     python bench/learning.py --judge RUN [RUN ...] [--play-simulations 128,256]
         [--play-c-puct 1.25,2] [--play-weights playing,trained] [--play-symmetries off,on]
-        [--play-average 1,5] [--play-fpu zero,node,network]
+        [--play-average 1,5] [--play-fpu zero,node,network] [--play-positions 10000]
 
 `--judge RUN ...` trains nothing: the latest network of each existing run directory (or the
 checkpoint a `RUN/checkpoints/N` path names) is asked again, once per play setting (every
@@ -34,7 +34,10 @@ plays the mean of the weights of the run's last K training checkpoints (up to th
 an average over snapshots that the run itself never played with; `--play-fpu node` (or
 `network`) values a PUCT node's unvisited moves at the node's backed-up value (or the
 network's value of it) instead of 0, a draw (first-play urgency; Leela Zero and KataGo take
-the node's value less a reduction). With several
+the node's value less a reduction); `--play-positions N` asks Connect Four's labelled set of N
+positions (drawn with the same seed, so its first ones are the run's own set) and adds the
+accuracy on the positions beyond the run's own set (`fresh_*`), which no choice of the recipe
+was measured on. With several
 RUNs, a last line per setting gives the mean accuracies over the networks and their summed
 mistakes and positions: a paired comparison.
 
@@ -58,7 +61,13 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
-from turbozero.arena.accuracy import move_accuracy, positions_for
+from turbozero.arena.accuracy import (
+    PositionSet,
+    accuracy_of_actions,
+    agent_actions,
+    move_accuracy,
+    positions_for,
+)
 from turbozero.config import SEED_MAX, get_preset
 
 #: overrides that turn today's preset into the recipe it had before the strength work
@@ -213,12 +222,14 @@ def judge_run(
     symmetries: list[str] | None = None,
     averages: list[int] | None = None,
     first_plays: list[str] | None = None,
+    num_positions: int | None = None,
 ) -> list[dict[str, Any]]:
     """The accuracy rows of `run`'s latest network (or of the checkpoint `run` names) searching
     with each combination of settings: simulations, PUCT constant, which weights play
     (`load_agent`'s `weights`), whether the network's outputs are averaged over the board's
     symmetries, over how many of the last checkpoints the weights are averaged, and the value
-    of unvisited moves (`first_play`)."""
+    of unvisited moves (`first_play`); on `num_positions` positions where given (the run's own
+    count otherwise)."""
     import dataclasses
 
     from turbozero.alphazero.trainer import make_selector
@@ -233,7 +244,13 @@ def judge_run(
                 raise SystemExit(
                     f"{option} is an option of PUCT; {run} searches with {cfg.search.selector}"
                 )
-        positions = positions_for(loaded.env.name, num_positions=cfg.eval_accuracy_positions)
+        own = cfg.eval_accuracy_positions
+        if num_positions is not None and loaded.env.name.removeprefix("pgx:") != "connect_four":
+            raise SystemExit(f"--play-positions: {run} plays {loaded.env.name}, whose set is fixed")
+        positions = positions_for(loaded.env.name, num_positions=num_positions or own)
+        fresh = PositionSet(
+            positions.game, positions.moves[own:], positions.scores[own:], positions.phases
+        )
         settings = itertools.product(
             averages or [1],
             symmetries or ["off"],
@@ -259,7 +276,9 @@ def judge_run(
                 chance_widening=cfg.search.chance_widening,
                 discount=cfg.search.discount,
             )
-            acc = move_accuracy(loaded.env, agent, positions, jax.random.PRNGKey(seed))
+            actions = agent_actions(loaded.env, agent, positions, jax.random.PRNGKey(seed))
+            acc = accuracy_of_actions(positions, actions)
+            beyond = accuracy_of_actions(fresh, actions[own:]) if len(fresh) else None
             rows.append(
                 {
                     "run": str(run),
@@ -275,6 +294,15 @@ def judge_run(
                     "mistakes": round((1 - acc.result) * acc.num_positions),
                     "positions": acc.num_positions,
                     "by_result": acc.by_result,
+                    **(
+                        {
+                            "fresh_accuracy_result": round(beyond.result, 5),
+                            "fresh_mistakes": round((1 - beyond.result) * len(fresh)),
+                            "fresh_positions": len(fresh),
+                        }
+                        if beyond
+                        else {}
+                    ),
                 }
             )
     return rows
@@ -308,6 +336,17 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "accuracy_best": round(sum(r["accuracy_best"] for r in same) / len(same), 5),
             "mistakes": sum(r["mistakes"] for r in same),
             "positions": sum(r["positions"] for r in same),
+            **(
+                {
+                    "fresh_accuracy_result": round(
+                        sum(r["fresh_accuracy_result"] for r in same) / len(same), 5
+                    ),
+                    "fresh_mistakes": sum(r["fresh_mistakes"] for r in same),
+                    "fresh_positions": sum(r["fresh_positions"] for r in same),
+                }
+                if all("fresh_positions" in r for r in same)
+                else {}
+            ),
         }
         for (sims, c, w, m, k, fpu), same in settings.items()
     ]
@@ -367,9 +406,16 @@ def main(argv: list[str] | None = None) -> None:
         type=_choices(*FIRST_PLAY),
         help="with --judge: zero,node,network (the value of a node's unvisited moves)",
     )
+    parser.add_argument(
+        "--play-positions",
+        type=int,
+        help="with --judge, Connect Four: the size of the labelled set (default: the run's)",
+    )
     args = parser.parse_args(argv)
     if args.play_average and min(args.play_average) < 1:
         parser.error("--play-average counts checkpoints: each K must be >= 1")
+    if args.play_positions is not None and not 1 <= args.play_positions <= 100_000:
+        parser.error("--play-positions must be in [1, 100000]")
     if args.judge is not None:
         emit({"machine": machine(), "judge": [str(run) for run in args.judge]})
         rows = []
@@ -382,6 +428,7 @@ def main(argv: list[str] | None = None) -> None:
                 symmetries=args.play_symmetries,
                 averages=args.play_average,
                 first_plays=args.play_fpu,
+                num_positions=args.play_positions,
             ):
                 emit(row)
                 rows.append(row)

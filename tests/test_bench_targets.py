@@ -335,6 +335,41 @@ def test_judging_with_first_play_urgency_adds_a_row_per_value(averaged_run, caps
     assert plain[0]["first_play"] == "zero"
 
 
+def test_judging_on_a_larger_connect_four_set_reports_the_positions_beyond_the_runs_own(
+    tmp_path, monkeypatch, capsys
+):
+    """`--play-positions N`: the labelled set of N positions, whose first ones are the run's
+    own (same seed), and the accuracy on the rest apart (`fresh_*`): the run's own mistakes
+    plus the fresh ones are the larger set's. A game whose set is fixed is refused."""
+    from tests.alphazero.test_selfplay_and_trainer import TINY
+    from turbozero.alphazero import train
+
+    monkeypatch.setenv("TURBOZERO_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "c4"
+    config = TINY.with_overrides(
+        ["env=connect_four", "max_episode_steps=42", "num_epochs=1", "eval_accuracy_positions=24"]
+    )
+    train(config, run, progress=False)
+    with bench_module("learning") as learning:
+        base = ["--judge", str(run), "--play-simulations", "4"]
+        own = _judged(learning, base, capsys)
+        rows = _judged(learning, [*base, "--play-positions", "40"], capsys)
+        with pytest.raises(SystemExit):
+            learning.main([*base, "--play-positions", "0"])
+    assert "fresh_positions" not in own[0]
+    assert own[0]["positions"] == 24 and rows[0]["positions"] == 40
+    assert rows[0]["fresh_positions"] == 16
+    assert rows[0]["mistakes"] == own[0]["mistakes"] + rows[0]["fresh_mistakes"]
+    fresh_share = 1 - rows[0]["fresh_mistakes"] / 16
+    assert rows[0]["fresh_accuracy_result"] == pytest.approx(fresh_share, abs=1e-5)
+
+
+def test_judging_refuses_a_larger_set_for_a_game_whose_set_is_fixed(averaged_run, capsys):
+    run, _ = averaged_run
+    with bench_module("learning") as learning, pytest.raises(SystemExit, match="fixed"):
+        learning.main(["--judge", str(run), "--play-positions", "5000"])
+
+
 def test_a_symmetry_averaged_network_gives_each_image_of_a_position_the_same_answer():
     """`--play-symmetries on` (bench/learning.py's `symmetrized`): the averaged network's value is
     the same for a position and each of its images, and its move probabilities move with the

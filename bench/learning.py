@@ -31,13 +31,12 @@ with can be tuned apart from training. `--play-weights trained` asks a run with 
 for its trained weights instead of their moving average; `--play-symmetries on` averages the
 network's outputs over the board's symmetries (Connect Four's mirror image); `--play-average K`
 plays the mean of the weights of the run's last K training checkpoints (up to the one judged),
-an average over snapshots that the run itself never played with; `--play-fpu node` (or
-`network`) values a PUCT node's unvisited moves at the node's backed-up value (or the
-network's value of it) instead of 0, a draw (first-play urgency; Leela Zero and KataGo take
-the node's value less a reduction); `--play-positions N` asks Connect Four's labelled set of N
-positions (drawn with the same seed, so its first ones are the run's own set) and adds the
-accuracy on the positions beyond the run's own set (`fresh_*`), which no choice of the recipe
-was measured on. With several
+an average over snapshots that the run itself never played with; `--play-fpu` sets PUCT's
+value of an unvisited move (`search.fpu`: zero, a draw; node, the node's backed-up value;
+network, the network's value of the node); `--play-positions N` asks Connect Four's labelled
+set of N positions (drawn with the same seed, so its first ones are the run's own set) and
+adds the accuracy on the positions beyond the run's own set (`fresh_*`), on which no choice of
+the recipe was measured. With several
 RUNs, a last line per setting gives the mean accuracies over the networks and their summed
 mistakes and positions: a paired comparison.
 
@@ -69,6 +68,7 @@ from turbozero.arena.accuracy import (
     positions_for,
 )
 from turbozero.config import SEED_MAX, get_preset
+from turbozero.search.puct import FIRST_PLAY_VALUES
 
 #: overrides that turn today's preset into the recipe it had before the strength work
 BASELINES: dict[str, list[str]] = {
@@ -160,36 +160,6 @@ def symmetrized(eval_fn: Any, env: Any) -> Any:
     return evaluate
 
 
-FIRST_PLAY = ("zero", "node", "network")
-
-
-def first_play(selector: Any, value: str) -> Any:
-    """`selector` (a PUCT rule, noise off) with the unvisited moves of each node valued at
-    `value` (`FIRST_PLAY`): "zero" is the rule itself (an unvisited move counts as a draw),
-    "node" the node's backed-up mean value, "network" the network's value of the node, both
-    from the point of view of the player to move there."""
-    import jax.numpy as jnp
-
-    quiet = selector.without_noise()
-    if value == "zero":
-        return quiet
-
-    def select(view: Any, root_probs: Any, is_root: bool) -> Any:
-        unvisited = view.node_value if value == "node" else view.raw_value
-        q = jnp.where(view.child_visits > 0, view.child_q, unvisited[:, None])
-        return quiet.select(view._replace(child_q=q), root_probs, is_root)
-
-    def without_noise() -> Any:
-        return urgent
-
-    urgent = quiet._replace(
-        select=select,
-        without_noise=without_noise,
-        options={**quiet.options, "first_play": value},
-    )
-    return urgent
-
-
 def last_checkpoints(run: Path, count: int) -> list[Path]:
     """The `count` training checkpoints of `run` that end at the one it names (or at its
     latest), oldest first."""
@@ -228,7 +198,7 @@ def judge_run(
     with each combination of settings: simulations, PUCT constant, which weights play
     (`load_agent`'s `weights`), whether the network's outputs are averaged over the board's
     symmetries, over how many of the last checkpoints the weights are averaged, and the value
-    of unvisited moves (`first_play`); on `num_positions` positions where given (the run's own
+    of unvisited moves (`search.fpu`); on `num_positions` positions where given (the run's own
     count otherwise)."""
     import dataclasses
 
@@ -256,7 +226,7 @@ def judge_run(
             symmetries or ["off"],
             simulations or [cfg.eval_simulations or cfg.search.num_simulations],
             c_pucts or [cfg.search.c_puct],
-            first_plays or ["zero"],
+            first_plays or [cfg.search.fpu],
         )
         weights_of = {1: loaded.agent.params}
         for count in set(averages or []) - {1}:
@@ -266,13 +236,12 @@ def judge_run(
             ]
             weights_of[count] = jax.tree.map(lambda *xs: sum(xs) / len(xs), *snapshots)
         for count, mirror, sims, c, fpu in settings:
-            selector = make_selector(dataclasses.replace(cfg.search, c_puct=c))
             agent = alphazero_agent(
                 loaded.az.selfplay.search.env,
                 symmetrized(loaded.az.eval_fn, loaded.env) if mirror == "on" else loaded.az.eval_fn,
                 weights_of[count],
                 num_simulations=sims,
-                selector=first_play(selector, fpu) if first_plays else selector,
+                selector=make_selector(dataclasses.replace(cfg.search, c_puct=c, fpu=fpu)),
                 chance_widening=cfg.search.chance_widening,
                 discount=cfg.search.discount,
             )
@@ -288,7 +257,7 @@ def judge_run(
                     "weights": which_weights,
                     "symmetries": mirror,
                     "average": count,
-                    "first_play": fpu,
+                    "fpu": fpu,
                     "accuracy_result": round(acc.result, 5),
                     "accuracy_best": round(acc.best, 5),
                     "mistakes": round((1 - acc.result) * acc.num_positions),
@@ -319,7 +288,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["weights"],
             row["symmetries"],
             row["average"],
-            row["first_play"],
+            row["fpu"],
         )
         settings.setdefault(key, []).append(row)
     return [
@@ -330,7 +299,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "weights": w,
             "symmetries": m,
             "average": k,
-            "first_play": fpu,
+            "fpu": fpu,
             "networks": len(same),
             "accuracy_result": round(sum(r["accuracy_result"] for r in same) / len(same), 5),
             "accuracy_best": round(sum(r["accuracy_best"] for r in same) / len(same), 5),
@@ -403,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--play-fpu",
-        type=_choices(*FIRST_PLAY),
+        type=_choices(*FIRST_PLAY_VALUES),
         help="with --judge: zero,node,network (the value of a node's unvisited moves)",
     )
     parser.add_argument(

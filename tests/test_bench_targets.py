@@ -284,45 +284,9 @@ def test_judging_with_an_average_plays_the_mean_weights_of_the_last_checkpoints(
         assert row["accuracy_result"] == round(acc.result, 5)
 
 
-def test_first_play_urgency_values_unvisited_moves_at_the_nodes_or_the_networks_value():
-    """`--play-fpu` (bench/learning.py's `first_play`): PUCT counts an unvisited move as a draw
-    (Q = 0); "node" gives it the node's backed-up value, "network" the network's value of the
-    node. A visited move at Q 0.3 beats an unvisited one of low prior under the rule and under
-    a network value of -0.5, and loses to it when the node's value is 0.6."""
-    import jax.numpy as jnp
-
-    from turbozero.search.puct import puct
-    from turbozero.search.selector import NodeView
-
-    view = NodeView(
-        prior_logits=jnp.log(jnp.array([[0.9, 0.1]])),
-        prior_probs=jnp.array([[0.9, 0.1]]),
-        mask=jnp.array([[True, True]]),
-        child_visits=jnp.array([[4, 0]], jnp.int32),
-        child_q=jnp.array([[0.3, 0.0]]),
-        node_visits=jnp.array([4], jnp.int32),
-        node_value=jnp.array([0.6]),
-        raw_value=jnp.array([-0.5]),
-    )
-    rule = puct(c_puct=1.25)
-    plain = rule.without_noise().select(view, view.prior_probs, False)
-    with bench_module("learning") as learning:
-        picked = {}
-        for value in learning.FIRST_PLAY:
-            selector = learning.first_play(rule, value)
-            assert selector.without_noise() is selector or value == "zero"
-            scores = selector.select(view, view.prior_probs, False)
-            assert float(scores[0, 0]) == pytest.approx(float(plain[0, 0]))  # visited: as before
-            picked[value] = int(jnp.argmax(scores[0]))
-        assert picked == {"zero": 0, "node": 1, "network": 0}
-        zero = learning.first_play(rule, "zero").select(view, view.prior_probs, False)
-        assert jnp.array_equal(zero, plain)
-        node = learning.first_play(rule, "node").select(view, view.prior_probs, False)
-        assert float(node[0, 1]) == pytest.approx(float(plain[0, 1]) + 0.6)
-
-
 def test_judging_with_first_play_urgency_adds_a_row_per_value(averaged_run, capsys):
-    """`--judge RUN --play-fpu zero,node`: one row each, "zero" the run's own search."""
+    """`--judge RUN --play-fpu zero,node`: one row each, "zero" the run's own search (the
+    class default of `search.fpu`), "node" another."""
     run, _ = averaged_run
     with bench_module("learning") as learning:
         plain = _judged(learning, ["--judge", str(run), "--play-simulations", "8"], capsys)
@@ -330,9 +294,9 @@ def test_judging_with_first_play_urgency_adds_a_row_per_value(averaged_run, caps
         rows = _judged(learning, argv, capsys)
         with pytest.raises(SystemExit):
             learning.main(["--judge", str(run), "--play-fpu", "parent"])
-    assert [r["first_play"] for r in rows] == ["zero", "node"]
+    assert [r["fpu"] for r in rows] == ["zero", "node"]
     assert rows[0]["accuracy_result"] == plain[0]["accuracy_result"]
-    assert plain[0]["first_play"] == "zero"
+    assert plain[0]["fpu"] == "zero"
 
 
 def test_judging_on_a_larger_connect_four_set_reports_the_positions_beyond_the_runs_own(

@@ -169,6 +169,21 @@ def test_the_config_reference_takes_no_preset(capsys):
     assert capsys.readouterr().out.startswith("# Configuration")
 
 
+def test_every_row_of_the_config_reference_has_its_headers_cells():
+    """A `|` in a type (`bool | None`), a note (`drop | bootstrap`) or a preset's description
+    is escaped, so Markdown does not split a row into more columns than its header has."""
+    import re
+
+    from turbozero.cli import config_reference
+
+    text = config_reference()
+    presets, keys = text.split("## AlphaZero", 1)
+    assert "\\|" in keys  # (some cells hold a pipe)
+    for table, cells in ((presets, 3), (keys, 4)):
+        for row in (line for line in table.splitlines() if line.startswith("| `")):
+            assert len(re.split(r"(?<!\\)\|", row.strip("|"))) == cells, row
+
+
 @pytest.mark.parametrize(
     "setting",
     [

@@ -396,11 +396,12 @@ def config_reference() -> str:
     """docs/configuration.md, generated from the typed configs and the presets."""
     _load_presets()
     from turbozero.alphazero.config import AlphaZeroConfig
-    from turbozero.config import reference_markdown
+    from turbozero.config import markdown_cell, reference_markdown
     from turbozero.ppo.config import PPOConfig
 
     presets = "\n".join(
-        f"| `{n}` | {p.algorithm} | {p.description} |" for n, p in sorted(PRESETS.items())
+        f"| `{n}` | {p.algorithm} | {markdown_cell(p.description)} |"
+        for n, p in sorted(PRESETS.items())
     )
     return (
         "# Configuration reference\n\n"

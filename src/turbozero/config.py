@@ -322,6 +322,11 @@ def _parse_value(hint: Any, raw: str, name: str) -> Any:
     return json.loads(raw)
 
 
+def markdown_cell(text: str) -> str:
+    """`text` for a cell of a Markdown table: its `|` escaped, which would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> str:
     """A Markdown table of every key of a config class: name, type, default, comment."""
     import inspect
@@ -354,7 +359,8 @@ def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> st
             default = "(required)"
         type_name = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
         note = source_lines.get(f.name, "")
-        rows.append(f"| `{prefix}{f.name}` | `{type_name}` | `{default!r}` | {note} |")
+        cells = [f"`{prefix}{f.name}`", f"`{type_name}`", f"`{default!r}`", note]
+        rows.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
     return "\n".join(rows) + "\n" + "".join("\n" + n for n in nested)
 
 

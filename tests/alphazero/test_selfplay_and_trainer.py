@@ -104,6 +104,8 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("opening_moves=-1", "opening_moves"),
         ("root_value=max", "root_value"),
         ("search.selector=gumbel search.forced_playouts=2", "search.forced_playouts applies"),
+        ("search.fpu=parent", "search.fpu"),
+        ("search.selector=muzero_puct search.fpu=node", "search.fpu=node applies"),
     ],
 )
 def test_config_errors_name_the_key_and_choices(override, key):
@@ -120,6 +122,14 @@ def test_the_configured_rule_gets_forced_playouts_and_plays_without_them():
         assert rule.options["forced_playouts"] == 2.0
         assert rule.without_noise().options["forced_playouts"] == 0.0
     assert make_selector(TINY.search).options["forced_playouts"] == 0.0  # the class default
+
+
+def test_the_configured_rule_values_unvisited_moves_as_search_fpu_says_in_play_too():
+    from turbozero.alphazero.trainer import make_selector
+
+    rule = make_selector(TINY.with_overrides(["search.fpu=network"]).search)
+    assert rule.options["fpu"] == rule.without_noise().options["fpu"] == "network"
+    assert make_selector(TINY.search).options["fpu"] == "zero"  # the class default
 
 
 def test_unknown_key_gets_a_suggestion():

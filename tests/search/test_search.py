@@ -136,6 +136,42 @@ def _two_moves_then_opponent():
     )
 
 
+def test_first_play_urgency_values_an_unvisited_move_at_the_nodes_or_the_networks_value():
+    """`puct(fpu=...)`: "zero" counts an unvisited move as a draw (Q 0), "node" gives it the
+    node's backed-up value, "network" the network's value of the node; visited moves keep
+    their Q. A visited move at Q 0.3 beats an unvisited one of low prior under "zero" and
+    under a network value of -0.5, and loses to it when the node's value is 0.6."""
+    from turbozero.search.selector import NodeView
+
+    view = NodeView(
+        prior_logits=jnp.log(jnp.array([[0.9, 0.1]])),
+        prior_probs=jnp.array([[0.9, 0.1]]),
+        mask=jnp.array([[True, True]]),
+        child_visits=jnp.array([[4, 0]], jnp.int32),
+        child_q=jnp.array([[0.3, 0.0]]),
+        node_visits=jnp.array([4], jnp.int32),
+        node_value=jnp.array([0.6]),
+        raw_value=jnp.array([-0.5]),
+    )
+    scores = {
+        fpu: puct(c_puct=1.25, fpu=fpu).select(view, view.prior_probs, False)
+        for fpu in ("zero", "node", "network")
+    }
+    assert {fpu: int(jnp.argmax(s[0])) for fpu, s in scores.items()} == {
+        "zero": 0,
+        "node": 1,
+        "network": 0,
+    }
+    assert float(scores["node"][0, 0]) == pytest.approx(float(scores["zero"][0, 0]))
+    assert float(scores["node"][0, 1]) == pytest.approx(float(scores["zero"][0, 1]) + 0.6)
+    assert float(scores["network"][0, 1]) == pytest.approx(float(scores["zero"][0, 1]) - 0.5)
+    assert puct(fpu="node").without_noise().options["fpu"] == "node"  # play keeps it
+    with pytest.raises(ValueError, match="fpu"):
+        puct(fpu="parent")
+    with pytest.raises(ValueError, match="fpu"):
+        puct(fpu="node", normalize_q=True)
+
+
 @pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
 def test_value_signs_follow_player_to_move_not_alternation(name):
     env = _two_moves_then_opponent()

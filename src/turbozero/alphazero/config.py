@@ -15,6 +15,7 @@ from turbozero.config import (
     register_preset,
     suggest,
 )
+from turbozero.search.puct import FIRST_PLAY_VALUES
 from turbozero.search.search import MAX_NODES
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
@@ -80,6 +81,7 @@ class SearchConfig(Config):
     fast_simulations: int = 0  # 0: off; else the cheap search of playout cap randomisation
     full_fraction: float = 0.25  # with fast_simulations: share of self-play moves searched in full
     forced_playouts: float = 0.0  # puct rules: KataGo's k (2 there); 0: off; targets pruned
+    fpu: str = "zero"  # puct: an unvisited move's Q: zero (a draw) | node | network (its value)
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
@@ -101,6 +103,12 @@ class SearchConfig(Config):
         )
         check_range("search.full_fraction", self.full_fraction, low=0, high=1, low_inclusive=False)
         check_range("search.forced_playouts", self.forced_playouts, low=0)
+        check_choice("search.fpu", self.fpu, list(FIRST_PLAY_VALUES))
+        if self.fpu != "zero" and self.selector != "puct":
+            raise ConfigError(
+                f"search.fpu={self.fpu} applies to the puct selector ({self.selector} values "
+                "unvisited moves by its own rule): set it to zero or choose search.selector=puct"
+            )
         if self.forced_playouts and self.selector == "gumbel":
             raise ConfigError(
                 "search.forced_playouts applies to the puct and muzero_puct selectors (gumbel "

@@ -88,6 +88,7 @@ def make_selector(s: SearchConfig):
             dirichlet_fraction=s.dirichlet_fraction,
             normalize_q=False,
             forced_playouts=s.forced_playouts,
+            fpu=s.fpu,
         )
     if s.selector == "muzero_puct":
         return muzero_puct(

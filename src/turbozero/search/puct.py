@@ -41,6 +41,21 @@ def _check_forced(k: float) -> None:
     check_number("forced_playouts", k, low=0.0)
 
 
+#: what an unvisited move's Q is taken to be (first-play urgency)
+FIRST_PLAY_VALUES = ("zero", "node", "network")
+
+
+def first_play_q(view: NodeView, fpu: str) -> Array:
+    """`[B, A]` the node's Q with each unvisited move valued by `fpu`: "zero" a draw (the stored
+    0), "node" the node's backed-up mean value, "network" the network's value of the node (both
+    from the point of view of the player to move there, as Leela Zero and KataGo value an
+    unvisited move at the node's value, less a reduction)."""
+    if fpu == "zero":
+        return view.child_q
+    unvisited = view.node_value if fpu == "node" else view.raw_value
+    return jnp.where(view.child_visits > 0, view.child_q, unvisited[:, None])
+
+
 def _policy(forced_playouts: float, q_fn, explore):
     """The rule's policy target: root visits, with the forced ones pruned when they were on."""
     if not forced_playouts:
@@ -59,6 +74,7 @@ def puct(
     dirichlet_fraction: float = 0.25,
     normalize_q: bool = False,
     forced_playouts: float = 0.0,
+    fpu: str = "zero",
 ) -> Selector:
     """AlphaZero's rule: `Q + c_puct * P * sqrt(N) / (1 + N_a)`.
 
@@ -72,6 +88,8 @@ def puct(
         forced_playouts: KataGo's `k` (>= 0; 0 = off, KataGo uses 2): every root child gets at
             least `sqrt(k * P * N)` visits, and the policy target prunes them again
             (`turbozero.search.forced`). Self-play only: `without_noise` turns it off.
+        fpu: the Q of an unvisited move (`first_play_q`): "zero", "node" or "network"; with
+            `normalize_q` only "zero" (an unvisited move takes the minimum there).
 
     Returns:
         A `Selector`; its policy target is the root visit distribution (pruned of forced
@@ -80,16 +98,21 @@ def puct(
     check_number("c_puct", c_puct, low=0.0, strict=True)
     _check_noise(dirichlet_alpha, dirichlet_fraction)
     _check_forced(forced_playouts)
+    if fpu not in FIRST_PLAY_VALUES:
+        raise ValueError(f"fpu must be one of {', '.join(FIRST_PLAY_VALUES)}, got {fpu!r}")
+    if normalize_q and fpu != "zero":
+        raise ValueError(f"fpu={fpu!r} needs normalize_q=False (normalised Q has its own rule)")
     options: dict[str, Any] = dict(
         c_puct=c_puct,
         dirichlet_alpha=dirichlet_alpha,
         dirichlet_fraction=dirichlet_fraction,
         normalize_q=normalize_q,
         forced_playouts=forced_playouts,
+        fpu=fpu,
     )
 
     def q_of(view: NodeView) -> Array:
-        return normalize_by_parent_and_siblings(view) if normalize_q else view.child_q
+        return normalize_by_parent_and_siblings(view) if normalize_q else first_play_q(view, fpu)
 
     def explore(view: NodeView, priors: Array) -> Array:
         return c_puct * priors * jnp.sqrt(view.node_visits.astype(jnp.float32))[:, None]

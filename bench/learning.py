@@ -93,6 +93,7 @@ BASELINES: dict[str, list[str]] = {
         "overlap=false",
         "ema_decay=0",
         "ema_selfplay=true",
+        "search.fpu=zero",
     ],
 }
 

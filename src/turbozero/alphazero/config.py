@@ -359,8 +359,9 @@ def tic_tac_toe() -> AlphaZeroConfig:
 @register_preset(
     "connect_four",
     "Connect Four, ResNet 2x32 reading each cell's open lines with a win/draw/loss value head, "
-    "32 simulations (128 at play, by the weights' moving average), self-play beside the gradient "
-    "steps on one device, 30 minutes of training on CPU",
+    "32 simulations (128 at play, by the weights' moving average) valuing an unvisited move at "
+    "the network's value, self-play beside the gradient steps on one device, 30 minutes of "
+    "training on CPU",
     algorithm="alphazero",
 )
 def connect_four() -> AlphaZeroConfig:
@@ -372,7 +373,8 @@ def connect_four() -> AlphaZeroConfig:
         network=NetworkConfig(
             kind="resnet", num_blocks=2, num_channels=32, line_features=True, value_bins=3
         ),
-        search=SearchConfig(num_simulations=32, max_nodes=64),
+        # (an unvisited move's Q: the network's value of its node, not 0, a draw)
+        search=SearchConfig(num_simulations=32, max_nodes=64, fpu="network"),
         temperature_moves=42,  # every move sampled: positions off the best line get targets
         root_value_weight=0.75,  # value target: a quarter outcome, 3/4 the search's root value
         max_episode_steps=42,

@@ -21,7 +21,8 @@ the same machine, with the same budget.
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
     python bench/learning.py --judge RUN [RUN ...] [--play-simulations 128,256]
         [--play-c-puct 1.25,2] [--play-weights playing,trained] [--play-symmetries off,on]
-        [--play-average 1,5] [--play-fpu zero,node,network] [--play-positions 10000]
+        [--play-average 1,5] [--play-fpu zero,node,network] [--play-fpu-reduction 0,0.2]
+        [--play-positions 10000]
 
 `--judge RUN ...` trains nothing: the latest network of each existing run directory (or the
 checkpoint a `RUN/checkpoints/N` path names) is asked again, once per play setting (every
@@ -33,7 +34,8 @@ network's outputs over the board's symmetries (Connect Four's mirror image); `--
 plays the mean of the weights of the run's last K training checkpoints (up to the one judged),
 an average over snapshots that the run itself never played with; `--play-fpu` sets PUCT's
 value of an unvisited move (`search.fpu`: zero, a draw; node, the node's backed-up value;
-network, the network's value of the node); `--play-positions N` asks Connect Four's labelled
+network, the network's value of the node) and `--play-fpu-reduction` what is subtracted from
+it (`search.fpu_reduction`); `--play-positions N` asks Connect Four's labelled
 set of N positions (drawn with the same seed, so its first ones are the run's own set) and
 adds the accuracy on the positions beyond the run's own set (`fresh_*`), on which no choice of
 the recipe was measured. With several
@@ -194,13 +196,14 @@ def judge_run(
     averages: list[int] | None = None,
     first_plays: list[str] | None = None,
     num_positions: int | None = None,
+    reductions: list[float] | None = None,
 ) -> list[dict[str, Any]]:
     """The accuracy rows of `run`'s latest network (or of the checkpoint `run` names) searching
     with each combination of settings: simulations, PUCT constant, which weights play
     (`load_agent`'s `weights`), whether the network's outputs are averaged over the board's
     symmetries, over how many of the last checkpoints the weights are averaged, and the value
-    of unvisited moves (`search.fpu`); on `num_positions` positions where given (the run's own
-    count otherwise)."""
+    of unvisited moves (`search.fpu`, less `search.fpu_reduction`); on `num_positions`
+    positions where given (the run's own count otherwise)."""
     import dataclasses
 
     from turbozero.alphazero.trainer import make_selector
@@ -210,7 +213,11 @@ def judge_run(
     for which_weights in weights or ["playing"]:
         loaded = turbozero.load_agent(run, which="latest", weights=which_weights)
         cfg = loaded.config
-        for option, asked in (("--play-c-puct", c_pucts), ("--play-fpu", first_plays)):
+        for option, asked in (
+            ("--play-c-puct", c_pucts),
+            ("--play-fpu", first_plays),
+            ("--play-fpu-reduction", reductions),
+        ):
             if asked and cfg.search.selector != "puct":
                 raise SystemExit(
                     f"{option} is an option of PUCT; {run} searches with {cfg.search.selector}"
@@ -228,6 +235,7 @@ def judge_run(
             simulations or [cfg.eval_simulations or cfg.search.num_simulations],
             c_pucts or [cfg.search.c_puct],
             first_plays or [cfg.search.fpu],
+            reductions or [cfg.search.fpu_reduction],
         )
         weights_of = {1: loaded.agent.params}
         for count in set(averages or []) - {1}:
@@ -236,13 +244,14 @@ def judge_run(
                 for path in last_checkpoints(run, count)
             ]
             weights_of[count] = jax.tree.map(lambda *xs: sum(xs) / len(xs), *snapshots)
-        for count, mirror, sims, c, fpu in settings:
+        for count, mirror, sims, c, fpu, reduction in settings:
+            search = dataclasses.replace(cfg.search, c_puct=c, fpu=fpu, fpu_reduction=reduction)
             agent = alphazero_agent(
                 loaded.az.selfplay.search.env,
                 symmetrized(loaded.az.eval_fn, loaded.env) if mirror == "on" else loaded.az.eval_fn,
                 weights_of[count],
                 num_simulations=sims,
-                selector=make_selector(dataclasses.replace(cfg.search, c_puct=c, fpu=fpu)),
+                selector=make_selector(search),
                 chance_widening=cfg.search.chance_widening,
                 discount=cfg.search.discount,
             )
@@ -259,6 +268,7 @@ def judge_run(
                     "symmetries": mirror,
                     "average": count,
                     "fpu": fpu,
+                    "fpu_reduction": reduction,
                     "accuracy_result": round(acc.result, 5),
                     "accuracy_best": round(acc.best, 5),
                     "mistakes": round((1 - acc.result) * acc.num_positions),
@@ -290,6 +300,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["symmetries"],
             row["average"],
             row["fpu"],
+            row["fpu_reduction"],
         )
         settings.setdefault(key, []).append(row)
     return [
@@ -301,6 +312,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "symmetries": m,
             "average": k,
             "fpu": fpu,
+            "fpu_reduction": reduction,
             "networks": len(same),
             "accuracy_result": round(sum(r["accuracy_result"] for r in same) / len(same), 5),
             "accuracy_best": round(sum(r["accuracy_best"] for r in same) / len(same), 5),
@@ -318,7 +330,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 else {}
             ),
         }
-        for (sims, c, w, m, k, fpu), same in settings.items()
+        for (sims, c, w, m, k, fpu, reduction), same in settings.items()
     ]
 
 
@@ -377,6 +389,11 @@ def main(argv: list[str] | None = None) -> None:
         help="with --judge: zero,node,network (the value of a node's unvisited moves)",
     )
     parser.add_argument(
+        "--play-fpu-reduction",
+        type=_numbers(float),
+        help="with --judge: e.g. 0,0.2 (subtracted from an unvisited move's value, in [0, 2])",
+    )
+    parser.add_argument(
         "--play-positions",
         type=int,
         help="with --judge, Connect Four: the size of the labelled set (default: the run's)",
@@ -384,6 +401,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.play_average and min(args.play_average) < 1:
         parser.error("--play-average counts checkpoints: each K must be >= 1")
+    if args.play_fpu_reduction and not all(0 <= r <= 2 for r in args.play_fpu_reduction):
+        parser.error("--play-fpu-reduction: each value must be in [0, 2]")
     if args.play_positions is not None and not 1 <= args.play_positions <= 100_000:
         parser.error("--play-positions must be in [1, 100000]")
     if args.judge is not None:
@@ -399,6 +418,7 @@ def main(argv: list[str] | None = None) -> None:
                 averages=args.play_average,
                 first_plays=args.play_fpu,
                 num_positions=args.play_positions,
+                reductions=args.play_fpu_reduction,
             ):
                 emit(row)
                 rows.append(row)

@@ -299,6 +299,21 @@ def test_judging_with_first_play_urgency_adds_a_row_per_value(averaged_run, caps
     assert plain[0]["fpu"] == "zero"
 
 
+def test_judging_with_a_first_play_reduction_adds_a_row_per_value(averaged_run, capsys):
+    """`--judge RUN --play-fpu network --play-fpu-reduction 0,2`: one row per reduction, 0
+    the plain rule; a reduction outside [0, 2] is refused before anything is judged."""
+    run, _ = averaged_run
+    with bench_module("learning") as learning:
+        argv = ["--judge", str(run), "--play-simulations", "8", "--play-fpu", "network"]
+        plain = _judged(learning, argv, capsys)
+        rows = _judged(learning, [*argv, "--play-fpu-reduction", "0,2"], capsys)
+        with pytest.raises(SystemExit):
+            learning.main([*argv, "--play-fpu-reduction", "2.5"])
+    assert [(r["fpu"], r["fpu_reduction"]) for r in rows] == [("network", 0.0), ("network", 2.0)]
+    assert rows[0]["accuracy_result"] == plain[0]["accuracy_result"]
+    assert plain[0]["fpu_reduction"] == 0.0  # the class default
+
+
 def test_judging_on_a_larger_connect_four_set_reports_the_positions_beyond_the_runs_own(
     tmp_path, monkeypatch, capsys
 ):

@@ -105,7 +105,10 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("root_value=max", "root_value"),
         ("search.selector=gumbel search.forced_playouts=2", "search.forced_playouts applies"),
         ("search.fpu=parent", "search.fpu"),
-        ("search.selector=muzero_puct search.fpu=node", "search.fpu=node applies"),
+        ("search.selector=muzero_puct search.fpu=node", "search.fpu=node and"),
+        ("search.fpu_reduction=-0.1", "search.fpu_reduction"),
+        ("search.fpu_reduction=3", "search.fpu_reduction"),
+        ("search.selector=gumbel search.fpu_reduction=0.2", "search.fpu_reduction=0.2 apply"),
     ],
 )
 def test_config_errors_name_the_key_and_choices(override, key):
@@ -127,9 +130,13 @@ def test_the_configured_rule_gets_forced_playouts_and_plays_without_them():
 def test_the_configured_rule_values_unvisited_moves_as_search_fpu_says_in_play_too():
     from turbozero.alphazero.trainer import make_selector
 
-    rule = make_selector(TINY.with_overrides(["search.fpu=network"]).search)
+    rule = make_selector(
+        TINY.with_overrides(["search.fpu=network", "search.fpu_reduction=0.25"]).search
+    )
     assert rule.options["fpu"] == rule.without_noise().options["fpu"] == "network"
+    assert rule.options["fpu_reduction"] == rule.without_noise().options["fpu_reduction"] == 0.25
     assert make_selector(TINY.search).options["fpu"] == "zero"  # the class default
+    assert make_selector(TINY.search).options["fpu_reduction"] == 0.0
 
 
 def test_unknown_key_gets_a_suggestion():

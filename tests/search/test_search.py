@@ -172,6 +172,41 @@ def test_first_play_urgency_values_an_unvisited_move_at_the_nodes_or_the_network
         puct(fpu="node", normalize_q=True)
 
 
+def test_a_first_play_reduction_lowers_only_the_unvisited_moves_q():
+    """`puct(fpu_reduction=r)` values an unvisited move at the fpu's value less r, for each fpu
+    ("zero" becomes -r); visited moves keep their Q. With the network's value 0.6, an unvisited
+    move of low prior wins the selection without a reduction and loses it with one of 0.5."""
+    from turbozero.search.selector import NodeView
+
+    view = NodeView(
+        prior_logits=jnp.log(jnp.array([[0.9, 0.1]])),
+        prior_probs=jnp.array([[0.9, 0.1]]),
+        mask=jnp.array([[True, True]]),
+        child_visits=jnp.array([[4, 0]], jnp.int32),
+        child_q=jnp.array([[0.3, 0.0]]),
+        node_visits=jnp.array([4], jnp.int32),
+        node_value=jnp.array([0.2]),
+        raw_value=jnp.array([0.6]),
+    )
+    for fpu in ("zero", "node", "network"):
+        plain = puct(c_puct=1.25, fpu=fpu).select(view, view.prior_probs, False)
+        reduced = puct(c_puct=1.25, fpu=fpu, fpu_reduction=0.5).select(
+            view, view.prior_probs, False
+        )
+        assert float(reduced[0, 0]) == pytest.approx(float(plain[0, 0]))
+        assert float(reduced[0, 1]) == pytest.approx(float(plain[0, 1]) - 0.5)
+    network = puct(c_puct=1.25, fpu="network")
+    assert int(jnp.argmax(network.select(view, view.prior_probs, False)[0])) == 1
+    reduced = puct(c_puct=1.25, fpu="network", fpu_reduction=0.5)
+    assert int(jnp.argmax(reduced.select(view, view.prior_probs, False)[0])) == 0
+    assert reduced.without_noise().options["fpu_reduction"] == 0.5  # play keeps it
+    for bad in (-0.1, 2.5, float("nan")):
+        with pytest.raises(ValueError, match="fpu_reduction"):
+            puct(fpu="network", fpu_reduction=bad)
+    with pytest.raises(ValueError, match="fpu_reduction"):
+        puct(fpu_reduction=0.2, normalize_q=True)
+
+
 @pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
 def test_value_signs_follow_player_to_move_not_alternation(name):
     env = _two_moves_then_opponent()

@@ -82,6 +82,7 @@ class SearchConfig(Config):
     full_fraction: float = 0.25  # with fast_simulations: share of self-play moves searched in full
     forced_playouts: float = 0.0  # puct rules: KataGo's k (2 there); 0: off; targets pruned
     fpu: str = "zero"  # puct: an unvisited move's Q: zero (a draw) | node | network (its value)
+    fpu_reduction: float = 0.0  # puct: subtracted from that Q, in [0, 2]
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)
@@ -104,10 +105,12 @@ class SearchConfig(Config):
         check_range("search.full_fraction", self.full_fraction, low=0, high=1, low_inclusive=False)
         check_range("search.forced_playouts", self.forced_playouts, low=0)
         check_choice("search.fpu", self.fpu, list(FIRST_PLAY_VALUES))
-        if self.fpu != "zero" and self.selector != "puct":
+        check_range("search.fpu_reduction", self.fpu_reduction, low=0, high=2)
+        if (self.fpu != "zero" or self.fpu_reduction) and self.selector != "puct":
             raise ConfigError(
-                f"search.fpu={self.fpu} applies to the puct selector ({self.selector} values "
-                "unvisited moves by its own rule): set it to zero or choose search.selector=puct"
+                f"search.fpu={self.fpu} and search.fpu_reduction={self.fpu_reduction} apply to "
+                f"the puct selector ({self.selector} values unvisited moves by its own rule): set "
+                "them to zero and 0 or choose search.selector=puct"
             )
         if self.forced_playouts and self.selector == "gumbel":
             raise ConfigError(

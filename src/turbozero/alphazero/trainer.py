@@ -89,6 +89,7 @@ def make_selector(s: SearchConfig):
             normalize_q=False,
             forced_playouts=s.forced_playouts,
             fpu=s.fpu,
+            fpu_reduction=s.fpu_reduction,
         )
     if s.selector == "muzero_puct":
         return muzero_puct(

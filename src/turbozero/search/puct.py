@@ -45,14 +45,19 @@ def _check_forced(k: float) -> None:
 FIRST_PLAY_VALUES = ("zero", "node", "network")
 
 
-def first_play_q(view: NodeView, fpu: str) -> Array:
-    """`[B, A]` the node's Q with each unvisited move valued by `fpu`: "zero" a draw (the stored
-    0), "node" the node's backed-up mean value, "network" the network's value of the node (both
-    from the point of view of the player to move there, as Leela Zero and KataGo value an
-    unvisited move at the node's value, less a reduction)."""
-    if fpu == "zero":
+def first_play_q(view: NodeView, fpu: str, reduction: float = 0.0) -> Array:
+    """`[B, A]` the node's Q with each unvisited move valued by `fpu`, less `reduction`: "zero"
+    a draw (the stored 0), "node" the node's backed-up mean value, "network" the network's value
+    of the node (both from the point of view of the player to move there, as Leela Zero and
+    KataGo value an unvisited move at the node's value less a reduction). A reduction makes the
+    search look at fewer new moves and deeper at the ones it has seen."""
+    if fpu == "zero" and not reduction:
         return view.child_q
-    unvisited = view.node_value if fpu == "node" else view.raw_value
+    if fpu == "zero":
+        unvisited = jnp.zeros_like(view.node_value)
+    else:
+        unvisited = view.node_value if fpu == "node" else view.raw_value
+    unvisited = unvisited - reduction
     return jnp.where(view.child_visits > 0, view.child_q, unvisited[:, None])
 
 
@@ -75,6 +80,7 @@ def puct(
     normalize_q: bool = False,
     forced_playouts: float = 0.0,
     fpu: str = "zero",
+    fpu_reduction: float = 0.0,
 ) -> Selector:
     """AlphaZero's rule: `Q + c_puct * P * sqrt(N) / (1 + N_a)`.
 
@@ -90,6 +96,8 @@ def puct(
             (`turbozero.search.forced`). Self-play only: `without_noise` turns it off.
         fpu: the Q of an unvisited move (`first_play_q`): "zero", "node" or "network"; with
             `normalize_q` only "zero" (an unvisited move takes the minimum there).
+        fpu_reduction: subtracted from that value, in [0, 2] (Q spans [-1, 1]); 0 with
+            `normalize_q`.
 
     Returns:
         A `Selector`; its policy target is the root visit distribution (pruned of forced
@@ -100,8 +108,13 @@ def puct(
     _check_forced(forced_playouts)
     if fpu not in FIRST_PLAY_VALUES:
         raise ValueError(f"fpu must be one of {', '.join(FIRST_PLAY_VALUES)}, got {fpu!r}")
-    if normalize_q and fpu != "zero":
-        raise ValueError(f"fpu={fpu!r} needs normalize_q=False (normalised Q has its own rule)")
+    if check_number("fpu_reduction", fpu_reduction, low=0.0) > 2.0:
+        raise ValueError(f"fpu_reduction must be in [0, 2] (Q spans [-1, 1]), got {fpu_reduction}")
+    if normalize_q and (fpu != "zero" or fpu_reduction):
+        raise ValueError(
+            f"fpu={fpu!r} with fpu_reduction={fpu_reduction} needs normalize_q=False (normalised "
+            "Q has its own rule): use fpu='zero' and fpu_reduction=0"
+        )
     options: dict[str, Any] = dict(
         c_puct=c_puct,
         dirichlet_alpha=dirichlet_alpha,
@@ -109,10 +122,13 @@ def puct(
         normalize_q=normalize_q,
         forced_playouts=forced_playouts,
         fpu=fpu,
+        fpu_reduction=fpu_reduction,
     )
 
     def q_of(view: NodeView) -> Array:
-        return normalize_by_parent_and_siblings(view) if normalize_q else first_play_q(view, fpu)
+        if normalize_q:
+            return normalize_by_parent_and_siblings(view)
+        return first_play_q(view, fpu, fpu_reduction)
 
     def explore(view: NodeView, priors: Array) -> Array:
         return c_puct * priors * jnp.sqrt(view.node_visits.astype(jnp.float32))[:, None]

@@ -82,7 +82,7 @@ class SearchConfig(Config):
     full_fraction: float = 0.25  # with fast_simulations: share of self-play moves searched in full
     forced_playouts: float = 0.0  # puct rules: KataGo's k (2 there); 0: off; targets pruned
     fpu: str = "zero"  # puct: an unvisited move's Q: zero (a draw) | node | network (its value)
-    fpu_reduction: float = 0.0  # puct: subtracted from that Q, in [0, 2]
+    fpu_reduction: float = 0.0  # puct: subtracted from the Q search.fpu gives, in [0, 2]
 
     def validate(self) -> None:
         check_choice("search.selector", self.selector, SELECTORS)

@@ -136,23 +136,29 @@ def _two_moves_then_opponent():
     )
 
 
-def test_first_play_urgency_values_an_unvisited_move_at_the_nodes_or_the_networks_value():
-    """`puct(fpu=...)`: "zero" counts an unvisited move as a draw (Q 0), "node" gives it the
-    node's backed-up value, "network" the network's value of the node; visited moves keep
-    their Q. A visited move at Q 0.3 beats an unvisited one of low prior under "zero" and
-    under a network value of -0.5, and loses to it when the node's value is 0.6."""
+def _one_visited_one_unvisited(node_value: float, raw_value: float):
+    """A node of two moves: the first (prior 0.9) visited 4 times at Q 0.3, the second (prior
+    0.1) not yet visited; the node's backed-up and network values as given."""
     from turbozero.search.selector import NodeView
 
-    view = NodeView(
+    return NodeView(
         prior_logits=jnp.log(jnp.array([[0.9, 0.1]])),
         prior_probs=jnp.array([[0.9, 0.1]]),
         mask=jnp.array([[True, True]]),
         child_visits=jnp.array([[4, 0]], jnp.int32),
         child_q=jnp.array([[0.3, 0.0]]),
         node_visits=jnp.array([4], jnp.int32),
-        node_value=jnp.array([0.6]),
-        raw_value=jnp.array([-0.5]),
+        node_value=jnp.array([node_value]),
+        raw_value=jnp.array([raw_value]),
     )
+
+
+def test_first_play_urgency_values_an_unvisited_move_at_the_nodes_or_the_networks_value():
+    """`puct(fpu=...)`: "zero" counts an unvisited move as a draw (Q 0), "node" gives it the
+    node's backed-up value, "network" the network's value of the node; visited moves keep
+    their Q. A visited move at Q 0.3 beats an unvisited one of low prior under "zero" and
+    under a network value of -0.5, and loses to it when the node's value is 0.6."""
+    view = _one_visited_one_unvisited(node_value=0.6, raw_value=-0.5)
     scores = {
         fpu: puct(c_puct=1.25, fpu=fpu).select(view, view.prior_probs, False)
         for fpu in ("zero", "node", "network")
@@ -176,18 +182,7 @@ def test_a_first_play_reduction_lowers_only_the_unvisited_moves_q():
     """`puct(fpu_reduction=r)` values an unvisited move at the fpu's value less r, for each fpu
     ("zero" becomes -r); visited moves keep their Q. With the network's value 0.6, an unvisited
     move of low prior wins the selection without a reduction and loses it with one of 0.5."""
-    from turbozero.search.selector import NodeView
-
-    view = NodeView(
-        prior_logits=jnp.log(jnp.array([[0.9, 0.1]])),
-        prior_probs=jnp.array([[0.9, 0.1]]),
-        mask=jnp.array([[True, True]]),
-        child_visits=jnp.array([[4, 0]], jnp.int32),
-        child_q=jnp.array([[0.3, 0.0]]),
-        node_visits=jnp.array([4], jnp.int32),
-        node_value=jnp.array([0.2]),
-        raw_value=jnp.array([0.6]),
-    )
+    view = _one_visited_one_unvisited(node_value=0.2, raw_value=0.6)
     for fpu in ("zero", "node", "network"):
         plain = puct(c_puct=1.25, fpu=fpu).select(view, view.prior_probs, False)
         reduced = puct(c_puct=1.25, fpu=fpu, fpu_reduction=0.5).select(

@@ -70,7 +70,7 @@ from turbozero.arena.accuracy import (
     positions_for,
 )
 from turbozero.config import SEED_MAX, get_preset
-from turbozero.search.puct import FIRST_PLAY_VALUES
+from turbozero.search.puct import FIRST_PLAY_VALUES, FPU_REDUCTION_MAX
 
 #: overrides that turn today's preset into the recipe it had before the strength work
 BASELINES: dict[str, list[str]] = {
@@ -401,8 +401,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.play_average and min(args.play_average) < 1:
         parser.error("--play-average counts checkpoints: each K must be >= 1")
-    if args.play_fpu_reduction and not all(0 <= r <= 2 for r in args.play_fpu_reduction):
-        parser.error("--play-fpu-reduction: each value must be in [0, 2]")
+    if args.play_fpu_reduction and not all(
+        0 <= r <= FPU_REDUCTION_MAX for r in args.play_fpu_reduction
+    ):
+        parser.error(f"--play-fpu-reduction: each value must be in [0, {FPU_REDUCTION_MAX:g}]")
     if args.play_positions is not None and not 1 <= args.play_positions <= 100_000:
         parser.error("--play-positions must be in [1, 100000]")
     if args.judge is not None:

@@ -15,7 +15,7 @@ from turbozero.config import (
     register_preset,
     suggest,
 )
-from turbozero.search.puct import FIRST_PLAY_VALUES
+from turbozero.search.puct import FIRST_PLAY_VALUES, FPU_REDUCTION_MAX
 from turbozero.search.search import MAX_NODES
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
@@ -105,7 +105,7 @@ class SearchConfig(Config):
         check_range("search.full_fraction", self.full_fraction, low=0, high=1, low_inclusive=False)
         check_range("search.forced_playouts", self.forced_playouts, low=0)
         check_choice("search.fpu", self.fpu, list(FIRST_PLAY_VALUES))
-        check_range("search.fpu_reduction", self.fpu_reduction, low=0, high=2)
+        check_range("search.fpu_reduction", self.fpu_reduction, low=0, high=FPU_REDUCTION_MAX)
         if (self.fpu != "zero" or self.fpu_reduction) and self.selector != "puct":
             raise ConfigError(
                 f"search.fpu={self.fpu} and search.fpu_reduction={self.fpu_reduction} apply to "

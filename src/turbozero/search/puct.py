@@ -43,6 +43,8 @@ def _check_forced(k: float) -> None:
 
 #: what an unvisited move's Q is taken to be (first-play urgency)
 FIRST_PLAY_VALUES = ("zero", "node", "network")
+#: the largest first-play reduction (Q spans [-1, 1])
+FPU_REDUCTION_MAX = 2.0
 
 
 def first_play_q(view: NodeView, fpu: str, reduction: float = 0.0) -> Array:
@@ -108,8 +110,10 @@ def puct(
     _check_forced(forced_playouts)
     if fpu not in FIRST_PLAY_VALUES:
         raise ValueError(f"fpu must be one of {', '.join(FIRST_PLAY_VALUES)}, got {fpu!r}")
-    if check_number("fpu_reduction", fpu_reduction, low=0.0) > 2.0:
-        raise ValueError(f"fpu_reduction must be in [0, 2] (Q spans [-1, 1]), got {fpu_reduction}")
+    if check_number("fpu_reduction", fpu_reduction, low=0.0) > FPU_REDUCTION_MAX:
+        raise ValueError(
+            f"fpu_reduction must be in [0, {FPU_REDUCTION_MAX:g}], got {fpu_reduction}"
+        )
     if normalize_q and (fpu != "zero" or fpu_reduction):
         raise ValueError(
             f"fpu={fpu!r} with fpu_reduction={fpu_reduction} needs normalize_q=False (normalised "

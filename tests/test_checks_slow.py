@@ -189,11 +189,11 @@ def test_connect_four_preset_beats_random_and_rollout_mcts_after_30_minutes(tmp_
     assert vs_random["wins"] / vs_random["games"] >= 0.95, vs_random
     assert vs_mcts["score"] >= 0.70, vs_mcts
     # the solver's measure at the preset's own play search (512 simulations), on the 1,000
-    # positions a run evaluates on: its seeds ended at 98.4% and 98.6% on a 2-core CPU (98.2%
-    # on 10,000; docs/benchmarks.md), 97.7-98.3% when it played with 128; the target is
-    # 98%, and the bar leaves room for a slower machine's fewer epochs
+    # positions a run evaluates on: its seeds 0, 6 and 4 ended at 98.6%, 98.4% and 97.7% on a
+    # 2-core CPU (98.1-98.2% on 10,000; docs/benchmarks.md); the target is 98% (judged
+    # by bench/learning.py), and the bar leaves room for a slower machine's fewer epochs
     accuracy = json.loads(_turbozero("eval", str(run), "--accuracy", "--json", timeout=600))
-    assert accuracy["positions"] == 1000 and accuracy["accuracy_result"] >= 0.975, accuracy
+    assert accuracy["positions"] == 1000 and accuracy["accuracy_result"] >= 0.97, accuracy
 
 
 @pytest.mark.parametrize("preset", ["minesweeper", "maze"])

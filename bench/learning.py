@@ -273,6 +273,7 @@ def judge_run(
                     "accuracy_best": round(acc.best, 5),
                     "mistakes": round((1 - acc.result) * acc.num_positions),
                     "positions": acc.num_positions,
+                    "phases": acc.phases,
                     "by_result": acc.by_result,
                     **(
                         {

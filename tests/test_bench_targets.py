@@ -195,7 +195,8 @@ def _judged(learning, argv, capsys) -> list[dict]:
 
 def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(averaged_run, capsys):
     """`bench/learning.py --judge RUN`: one row per pair of settings; the row with the run's own
-    PUCT constant is `turbozero.load_agent`'s agent's accuracy at those simulations."""
+    PUCT constant is `turbozero.load_agent`'s agent's accuracy at those simulations, by phase
+    and by result too."""
     import jax
 
     import turbozero
@@ -213,6 +214,7 @@ def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(aver
     )
     assert rows[0]["accuracy_result"] == round(acc.result, 5)
     assert rows[0]["positions"] == 4520 and rows[0]["epoch"] == config.num_epochs
+    assert rows[0]["phases"] == acc.phases and rows[0]["by_result"] == acc.by_result
 
 
 def test_judging_pairs_the_trained_weights_with_their_average_over_several_networks(

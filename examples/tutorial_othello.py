@@ -1,9 +1,9 @@
 """The "How to turbozero" tutorial with its import paths changed; besides, `env_name="othello"`
 names the game in the run directory, two flags choose tiny sizes and the run directory, and the
 training runs only when the file is run (not imported), so that `rebuild=` can name this file's
-`tutorial_env` and `tutorial_optimizer`: `turbozero eval`, `play` and `train --resume` then
-rebuild the game and the optimizer made here (the network and the loss are recorded by
-themselves).
+`tutorial_env` and `tutorial_optimizer`: `turbozero eval`, `play` and `train --resume`, given
+`--trust-run`, then rebuild the game and the optimizer made here (the network and the loss are
+recorded by themselves).
 
 `python examples/tutorial_othello.py` runs it at the tutorial's sizes; `--toy` runs a tiny version
 (used by the test suite); `--out DIR` chooses the run directory.

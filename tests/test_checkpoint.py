@@ -224,3 +224,50 @@ def test_a_disk_that_refuses_a_save_is_an_os_error_without_orbaxs_log(
     assert "saving checkpoint step 1" in str(err.value)
     assert not [r for r in caplog.records if r.name == "absl"]  # held back
     ckpt.close()
+
+
+_FILL_THE_DISK = """
+import sys
+import numpy as np
+import jax.numpy as jnp
+from turbozero.io.checkpoint import Checkpointer
+
+ck = Checkpointer(sys.argv[1])
+rng = np.random.default_rng(0)
+tree = {f"a{i}": jnp.asarray(rng.standard_normal(20000, dtype=np.float32)) for i in range(40)}
+try:
+    ck.save(1, tree, {})
+except OSError as err:
+    print(f"error: {err.strerror}", file=sys.stderr)
+"""
+
+
+def test_a_full_disk_is_reported_in_one_line_without_the_late_writes_tracebacks(tmp_path):
+    """A save that fills the disk fails one array write of many; the writes still in flight then
+    fail on orbax's closed event loop, each with a traceback (35 of them around the one line,
+    before): a 1 MiB tmpfs and a 3 MB save."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.subprocesses import pythonpath
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here: {mounted.stderr.decode().strip()}")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _FILL_THE_DISK, str(disk / "c")],
+            env={**os.environ, "PYTHONPATH": pythonpath(), "JAX_PLATFORMS": "cpu"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["error: No space left on device (saving checkpoint step 1)"], lines[:8]

@@ -138,6 +138,7 @@ def test_a_path_the_checkpoints_cannot_live_under_is_refused_before_anything_is_
     assert main(["train", "tic_tac_toe", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "checkpoint library reads as a pattern" in err[0]
+    assert f"'{out}'" in err[0]  # the path as the user typed it (a backslash not doubled)
     assert not out.exists() and list(tmp_path.iterdir()) == []
     with pytest.raises(RunPathError):
         RunDir(out).create()  # the library refuses it too (train, train_ppo)

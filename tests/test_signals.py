@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
-from turbozero.io.signals import StopFlag
+from turbozero.io.signals import ABORT_GRACE_SECONDS, StopFlag
 
 
 def test_a_second_signal_aborts_even_when_its_raise_is_dropped():
@@ -50,3 +51,88 @@ def test_training_aborts_on_a_second_ctrl_c_whose_exception_was_dropped(tmp_path
     monkeypatch.setattr(MetricsLogger, "epoch", twice)
     with pytest.raises(KeyboardInterrupt):
         train(TINY.with_overrides(["num_epochs=3"]), tmp_path / "run", progress=False)
+
+
+def test_a_second_signal_whose_raise_is_swallowed_ends_the_process_within_the_grace():
+    ended = []
+    with StopFlag(on_stuck=lambda: ended.append(True)) as flag:
+        signal.raise_signal(signal.SIGINT)
+        try:  # as inside the checkpoint library's save, which swallows the raise
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        time.sleep(ABORT_GRACE_SECONDS + 0.5)  # still inside the block: stuck
+        assert ended == [True]
+        assert flag.abort
+    # a block left in time (the raise went through) ends nothing
+    ended.clear()
+    with pytest.raises(KeyboardInterrupt), StopFlag(on_stuck=lambda: ended.append(True)):
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
+    time.sleep(ABORT_GRACE_SECONDS + 0.5)
+    assert ended == []
+
+
+# A save as long as a real one can be, swallowing interrupts as the checkpoint library's does.
+_SLOW_SAVE = """
+import sys
+import time
+
+from turbozero.io import checkpoint
+
+real = checkpoint.Checkpointer.save
+
+
+def slow_save(self, step, state, meta):
+    print("saving", flush=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            time.sleep(0.02)
+        except KeyboardInterrupt:
+            pass
+    real(self, step, state, meta)
+
+
+checkpoint.Checkpointer.save = slow_save
+from turbozero.cli import main
+
+sys.exit(main(["train", "tic_tac_toe", "--out", sys.argv[1], *sys.argv[2:]]))
+"""
+
+
+def test_a_second_ctrl_c_during_the_final_save_aborts_within_about_a_second(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.subprocesses import pythonpath
+
+    small = ["num_games=8", "network.kind=mlp", "network.hidden=16", "search.num_simulations=8"]
+    small += ["collection_steps_per_epoch=9", "train_batch_size=16", "memory_capacity=16"]
+    small += ["warmup_steps=0", "train_steps_per_epoch=2", "num_epochs=200", "eval_every=1000"]
+    small += ["checkpoint_every=1"]
+    sets = [a for s in small for a in ("--set", s)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_SAVE, str(tmp_path / "run"), *sets],
+        env={**os.environ, "PYTHONPATH": pythonpath(), "JAX_PLATFORMS": "cpu"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the first epoch's save
+            if line.strip() == "saving":
+                break
+        proc.send_signal(signal.SIGINT)  # stop: this save is the last
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)  # abort, while the save runs
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - start
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert took < ABORT_GRACE_SECONDS + 1.5
+    assert err.strip().splitlines()[-1].startswith("interrupted") and "Traceback" not in err

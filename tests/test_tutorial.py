@@ -34,12 +34,13 @@ def test_tutorial_othello_runs_at_toy_scale_and_prints_losses_and_elo(tmp_path):
     assert "loss=" in lines[0] and "policy_loss=" in lines[0] and "value_loss=" in lines[0]
     assert "elo=" in lines[1]
     assert (tmp_path / "run" / "metrics.jsonl").exists()
-    # the CLI rebuilds the tutorial's game, network, loss and optimizer: eval and resume work
+    # the CLI rebuilds the tutorial's game, network, loss and optimizer: eval and resume work,
+    # told to trust the run (its config.json names this file's functions)
     run = str(tmp_path / "run")
     cli = [sys.executable, "-m", "turbozero.cli"]
     for args in (
-        ["eval", run, "--games", "2", "--json"],
-        ["train", "--out", run, "--resume", "--set", "num_epochs=3"],
+        ["eval", run, "--games", "2", "--json", "--trust-run"],
+        ["train", "--out", run, "--resume", "--set", "num_epochs=3", "--trust-run"],
     ):
         done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -24,12 +24,20 @@ def load_agent(  # type: ignore[no-untyped-def]
     weights="playing",
     env=None,
     module=None,
+    trust=False,
 ):
     """A ready agent from a run directory or checkpoint (see `turbozero.loading.load_agent`)."""
     from turbozero.loading import load_agent as _load
 
     return _load(
-        path, num_simulations, temperature, which=which, weights=weights, env=env, module=module
+        path,
+        num_simulations,
+        temperature,
+        which=which,
+        weights=weights,
+        env=env,
+        module=module,
+        trust=trust,
     )
 
 

@@ -20,6 +20,7 @@ from turbozero.io.errors import (
     NotRebuildableError,
     RunPathError,
     TooLargeError,
+    UntrustedRunError,
 )
 
 #: errors of a disk that refuses writes: read-only, full, over quota
@@ -108,7 +109,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     from turbozero.alphazero.train import train
 
-    parts, rebuild = _resumed_parts(args.out) if args.resume else (None, None)
+    parts, rebuild = _resumed_parts(args.out, args.trust_run) if args.resume else (None, None)
     train(
         config,
         out,
@@ -121,15 +122,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resumed_parts(run: str) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+def _resumed_parts(run: str, trust: bool) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
     """The parts an AlphaZero run was given from Python, rebuilt from its recipes, and the
     recipes the user named (so the resumed run records them again); refuses a part that has no
-    recipe, by name."""
-    from turbozero.alphazero.rebuild import rebuild_parts
+    recipe, by name, and code the run names unless `trust` (`--trust-run`)."""
+    from turbozero.alphazero.rebuild import check_trusted, rebuild_parts
     from turbozero.io.rundir import RunDir
 
     saved = RunDir(run).read_config("alphazero")
     recipes = saved.get("rebuild", {})
+    reward = None if recipes.get("env") else saved["config"].get("reward_fn")
+    check_trusted(run, recipes, reward, trust=trust)
     names = sorted(set(recipes) | set(saved.get("parts", {})))
     if not names:
         return None, None
@@ -138,13 +141,13 @@ def _resumed_parts(run: str) -> tuple[dict[str, Any] | None, dict[str, str] | No
     return parts, named or None
 
 
-def _opponent(spec: str, env, simulations: int | None):
+def _opponent(spec: str, env, simulations: int | None, trust: bool):
     from turbozero.arena.opponents import make_opponent, parse_opponent
 
     if Path(spec).exists():
         import turbozero
 
-        other = turbozero.load_agent(spec, simulations)
+        other = turbozero.load_agent(spec, simulations, trust=trust)
         if other.env.name != env.name:
             raise ConfigError(f"{spec} plays {other.env.name!r}, not {env.name!r}")
         return other.agent
@@ -201,7 +204,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ConfigError(f"--positions must be in [1, 100000], got {args.positions}")
     elif args.positions is not None:
         raise ConfigError("--positions is the size of --accuracy's position set; add --accuracy")
-    loaded = turbozero.load_agent(args.run_dir, args.simulations, which=args.which)
+    loaded = turbozero.load_agent(
+        args.run_dir, args.simulations, which=args.which, trust=args.trust_run
+    )
     env = loaded.env
     key = jax.random.PRNGKey(args.seed)
     if args.accuracy:
@@ -253,7 +258,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.games % 2:
             raise ConfigError(f"--games must be even (sides are swapped), got {args.games}")
         vs = args.vs or "random"
-        opp = _opponent(vs, env, args.simulations)
+        opp = _opponent(vs, env, args.simulations, args.trust_run)
         if args.opening_moves is None:  # the default leaves the agent at least one move
             args.opening_moves = 2 if args.max_steps is None else min(2, args.max_steps - 1)
         elif args.max_steps is not None and args.opening_moves >= args.max_steps:
@@ -324,6 +329,7 @@ def cmd_play(args: argparse.Namespace) -> int:
             port=args.port,
             open_browser=not args.no_browser,
             which=args.which,
+            trust=args.trust_run,
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -466,6 +472,17 @@ def _interrupted_training(out: str | None) -> str:
     return " before the first checkpoint: --resume starts the run from the beginning"
 
 
+def _trust_run(parser: argparse.ArgumentParser, when: str) -> None:
+    parser.add_argument(
+        "--trust-run",
+        action="store_true",
+        dest="trust_run",
+        help=f"{when}import and call the code the run's config.json names to rebuild its game, "
+        "network or loss (train(..., rebuild=...), a reward_fn); without it a run directory is "
+        "opened as data and such a run is refused",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turbozero", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -486,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start an AlphaZero run even if its estimated memory exceeds the machine's",
     )
+    _trust_run(t, "with --resume: ")
     t.set_defaults(fn=cmd_train)
     v = sub.add_parser("eval", help="play a trained agent against an opponent")
     v.add_argument("run_dir", help="a run directory, or a checkpoint step directory in it")
@@ -549,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         "eval_accuracy_positions, 1000 unless set)",
     )
     v.add_argument("--json", action="store_true", help="print one JSON object")
+    _trust_run(v, "")
     v.set_defaults(fn=cmd_eval)
     pl = sub.add_parser("play", help="play against a trained agent in the browser")
     pl.add_argument("run_dir", help="a trained run, AlphaZero or PPO (or a checkpoint step in it)")
@@ -573,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument(
         "--which", default="best", choices=["best", "latest"], help="as for eval (default best)"
     )
+    _trust_run(pl, "")
     pl.set_defaults(fn=cmd_play)
     e = sub.add_parser("envs", help="list the games")
     e.add_argument("-v", "--verbose", action="store_true", help="show players/actions/shapes")
@@ -608,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         CheckpointError,
         DamagedRunError,
         NotRebuildableError,
+        UntrustedRunError,
         FileExistsError,
         FileNotFoundError,
     ) as err:

@@ -27,6 +27,7 @@ def load_agent(
     weights: str = "playing",
     env: Any = None,
     module: Any = None,
+    trust: bool = False,
 ) -> Any:
     """A ready agent (with `.env`, `.act(states, key)`, `.policy(states, key)`) from a run.
 
@@ -43,6 +44,9 @@ def load_agent(
             the same without `ema_decay`; see `turbozero.alphazero.load.load_agent`).
         env, module: AlphaZero runs whose game or flax network was given from Python (the
             tutorial's `Trainer`): pass the same game and network (`trainer.env`, `trainer.nn`).
+        trust: AlphaZero runs whose `config.json` names code of their own to rebuild a part
+            (`train(..., rebuild=...)`, a `reward_fn`): import and call it (said first on
+            stderr). Without it such a run is refused: a run directory is opened as data.
     """
     temperature = check_number("temperature", temperature, low=0.0)
     if weights not in ("playing", "trained"):
@@ -73,5 +77,12 @@ def load_agent(
     from turbozero.alphazero.load import load_agent as load_az
 
     return load_az(
-        path, num_simulations, temperature, which=which, weights=weights, env=env, module=module
+        path,
+        num_simulations,
+        temperature,
+        which=which,
+        weights=weights,
+        env=env,
+        module=module,
+        trust=trust,
     )

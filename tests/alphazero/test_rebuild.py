@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 from pathlib import Path
 
 import flax.linen as nn
@@ -16,13 +17,14 @@ from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.rebuild import (
     automatic_recipe,
     build,
+    check_trusted,
     rebuild_parts,
     record_parts,
     resolve,
 )
 from turbozero.alphazero.train import describe_parts
 from turbozero.cli import main
-from turbozero.io.errors import NotRebuildableError
+from turbozero.io.errors import NotRebuildableError, UntrustedRunError
 from turbozero.nets import PolicyValueMLP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,16 +87,26 @@ def nim_run(tmp_path_factory):
     return run
 
 
-def test_eval_play_and_resume_rebuild_a_users_game_from_the_cli(nim_run, capsys):
+def test_eval_play_and_resume_rebuild_a_users_game_from_the_cli_when_trusted(nim_run, capsys):
     saved = json.loads((nim_run / "config.json").read_text())
     assert saved["rebuild"]["env"] == {"factory": NIM}
     assert saved["rebuild"]["module"]["class"] == "turbozero.nets.mlp:PolicyValueMLP"
-    loaded = turbozero.load_agent(nim_run)  # no env, no module passed
+    # the user's own run names the user's file: opened as data, it is refused in one line ...
+    with pytest.raises(UntrustedRunError, match="--trust-run"):
+        turbozero.load_agent(nim_run)
+    for command in (["eval", str(nim_run)], ["train", "--out", str(nim_run), "--resume"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and NIM in err and "--trust-run" in err
+    # ... and works with the documented step, saying first what it imports
+    loaded = turbozero.load_agent(nim_run, trust=True)  # no env, no module passed
     assert loaded.env.name == "nim" and loaded.env.num_actions == 3
-    assert main(["eval", str(nim_run), "--games", "4", "--json"]) == 0
+    assert f"importing {NIM} (its env)" in capsys.readouterr().err
+    assert main(["eval", str(nim_run), "--games", "4", "--json", "--trust-run"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["wins"] + out["draws"] + out["losses"] == 4
-    assert main(["train", "--out", str(nim_run), "--resume", "--set", "num_epochs=2"]) == 0
+    resume = ["train", "--out", str(nim_run), "--resume", "--set", "num_epochs=2"]
+    assert main([*resume, "--trust-run"]) == 0
     rows = [json.loads(line) for line in (nim_run / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
 
@@ -140,3 +152,88 @@ def test_a_network_setting_added_later_is_described_only_when_changed():
     wide = AZResnet(AZResnetConfig(policy_head_out_size=9, value_channels=4))
     (described,) = describe_parts({"module": wide}).values()
     assert described == before.replace("'resnet'))", "'resnet', value_channels=4))")
+
+
+# Code outside turbozero for the recipes below: a loss, a factory of it, a flax network.
+def outside_loss(*args, **kwargs):
+    return az_loss(*args, **kwargs)
+
+
+def make_outside_loss():
+    return outside_loss
+
+
+class OutsideNet(nn.Module):
+    width: int = 4
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        h = nn.Dense(self.width)(x.reshape(x.shape[0], -1))
+        return nn.Dense(9)(h), jnp.tanh(nn.Dense(1)(h))[:, 0]
+
+
+HERE = "tests.alphazero.test_rebuild"
+
+
+@pytest.mark.parametrize(
+    ("recipe", "named"),
+    [
+        ({"factory": NIM}, NIM),
+        ({"factory": f"{HERE}:make_outside_loss"}, f"{HERE}:make_outside_loss"),
+        ({"object": f"{HERE}:outside_loss"}, f"{HERE}:outside_loss"),
+        ({"partial": f"{HERE}:outside_loss", "args": [], "kwargs": {}}, f"{HERE}:outside_loss"),
+        ({"class": f"{HERE}:OutsideNet", "fields": {"width": 3}}, f"{HERE}:OutsideNet"),
+        (  # a built-in network whose field names a class outside turbozero
+            {
+                "class": "turbozero.nets.mlp:PolicyValueMLP",
+                "fields": {"num_actions": 9, "hidden": {"__class__": f"{HERE}:OutsideNet"}},
+            },
+            f"{HERE}:OutsideNet",
+        ),
+    ],
+)
+def test_each_recipe_naming_outside_code_is_refused_untrusted_and_builds_trusted(
+    recipe, named, capsys
+):
+    with pytest.raises(UntrustedRunError) as refused:
+        check_trusted("RUN", {"module": recipe}, trust=False)
+    assert named in str(refused.value) and "--trust-run" in str(refused.value)
+    assert "trust=True" in str(refused.value) and "\n" not in str(refused.value)
+    check_trusted("RUN", {"module": recipe}, trust=True)
+    assert capsys.readouterr().err == f"trusting RUN: importing {named} (its module)\n"
+    if "__class__" not in json.dumps(recipe):  # (that one's fields do not make a network)
+        assert build(recipe) is not None
+
+
+def test_builtin_parts_open_untrusted_and_a_reward_of_ones_own_does_not(capsys):
+    builtin = {
+        "env": {"env": "tic_tac_toe"},
+        "module": automatic_recipe("module", PolicyValueMLP(num_actions=9, hidden=(8,))),
+        "loss_fn": automatic_recipe("loss_fn", functools.partial(az_loss, value_weight=0.5)),
+        "selector": {"object": "turbozero.search.puct:puct"},
+    }
+    check_trusted("RUN", builtin, "uncovered_share", trust=False)  # nothing to refuse or say
+    assert capsys.readouterr().err == ""
+    with pytest.raises(UntrustedRunError, match=r"its reward: 'os:system'"):
+        check_trusted("RUN", builtin, "os:system", trust=False)
+    # outside the built-in modules, turbozero's own functions are not parts either
+    with pytest.raises(UntrustedRunError, match=r"turbozero\.cli:main"):
+        check_trusted("RUN", {"loss_fn": {"object": "turbozero.cli:main"}}, trust=False)
+
+
+def test_a_run_directory_naming_a_command_runs_nothing_trusted_or_not(nim_run, tmp_path, capsys):
+    """The probe's recipe: a "class" that is `subprocess.run`, its fields a command."""
+    run = tmp_path / "sent"
+    shutil.copytree(nim_run, run)
+    touched = tmp_path / "touched"
+    saved = json.loads((run / "config.json").read_text())
+    saved["rebuild"] = {
+        "module": {"class": "subprocess:run", "fields": {"args": ["touch", str(touched)]}}
+    }
+    (run / "config.json").write_text(json.dumps(saved))
+    assert main(["eval", str(run), "--games", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'subprocess:run'" in err and "--trust-run" in err
+    assert main(["eval", str(run), "--games", "2", "--trust-run"]) == 2  # not a dataclass
+    assert "is not a dataclass" in capsys.readouterr().err
+    assert not touched.exists()

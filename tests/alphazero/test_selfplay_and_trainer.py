@@ -139,6 +139,18 @@ def test_the_configured_rule_values_unvisited_moves_as_search_fpu_says_in_play_t
     assert make_selector(TINY.search).options["fpu_reduction"] == 0.0
 
 
+@pytest.mark.parametrize("bins", ["-3", "1"])
+def test_a_bad_value_bins_is_one_line_naming_the_setting_like_every_other(bins, capsys):
+    from turbozero.cli import main
+
+    assert main(["config", "tic_tac_toe", "--set", f"network.value_bins={bins}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: network.value_bins must be 0 (a scalar value) or >= 2 (categorical bins), "
+        f"got {bins}"
+    ]
+
+
 def test_unknown_key_gets_a_suggestion():
     with pytest.raises(ConfigError, match="Did you mean 'num_games'"):
         TINY.with_overrides(["num_gmes=3"])

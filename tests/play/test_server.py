@@ -362,6 +362,14 @@ def test_a_body_that_is_not_json_is_refused_with_400(served, body):
     assert status == 400 and answer["error"], answer
 
 
+def test_a_body_naming_a_key_twice_is_refused_with_400_and_applies_nothing(served):
+    url, _ = served
+    state = new_game(url)
+    status, answer = _raw_post(url, "/api/move", b'{"action": 1, "action": 2}', {})
+    assert status == 400 and "'action' twice" in answer["error"], answer
+    assert request(url, "/api/state")[1]["history"] == state["history"]
+
+
 def test_a_move_sent_by_a_page_of_another_site_is_refused(served):
     url, _ = served
     state = new_game(url)

@@ -52,7 +52,10 @@ class NetworkConfig(Config):
                     f"network.{name} out"
                 )
         if self.value_bins == 1 or self.value_bins < 0:
-            raise ValueError(f"network.value_bins must be 0 or >= 2, got {self.value_bins}")
+            raise ConfigError(
+                f"network.value_bins must be 0 (a scalar value) or >= 2 (categorical bins), "
+                f"got {self.value_bins}"
+            )
         for h in self.hidden:
             check_range("network.hidden", h, low=1)
 

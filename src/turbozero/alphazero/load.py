@@ -11,7 +11,7 @@ import jax
 
 from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig
-from turbozero.alphazero.rebuild import HOW, NotRebuildableError, rebuild_parts
+from turbozero.alphazero.rebuild import HOW, NotRebuildableError, check_trusted, rebuild_parts
 from turbozero.alphazero.trainer import AlphaZeroSystem, make_alphazero, make_selector
 from turbozero.arena import Agent, alphazero_agent
 from turbozero.envs.core import Env, check_batched
@@ -62,6 +62,7 @@ def load_agent(
     weights: str = "playing",
     env: Env | None = None,
     module: Any = None,
+    trust: bool = False,
 ) -> LoadedAgent:
     """The agent of a run directory (its best checkpoint, or latest with `which="latest"`).
 
@@ -79,11 +80,16 @@ def load_agent(
         env, module: the game and the flax network the run was trained with, for runs whose
             game or network was given from Python (the tutorial's `Trainer`, `train(parts=...)`):
             a run directory records only the config, which names neither.
+        trust: import and call the code the run's `config.json` names to rebuild its parts
+            (a function of yours, `train(..., rebuild=...)`, or a `reward_fn`), after saying
+            what on stderr; without it such a run is refused (a run directory is data: see
+            `turbozero.alphazero.rebuild`).
 
     Raises:
         ValueError: for out-of-range arguments, `weights="trained"` asked of a best network
             (saved without the trained weights), or a run whose game was given from Python
             when `env` is not passed.
+        UntrustedRunError: a run naming code to import, without `trust`.
     """
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
@@ -106,6 +112,10 @@ def load_agent(
     cfg = AlphaZeroConfig.from_dict(saved["config"])
     recipes = saved.get("rebuild", {})
     wanted = [n for n, given in (("env", env), ("module", module)) if given is None]
+    reward = cfg.reward_fn if env is None and not recipes.get("env") else None
+    check_trusted(
+        str(rd.path), {n: recipes[n] for n in wanted if n in recipes}, reward, trust=trust
+    )
     rebuilt = rebuild_parts(recipes, wanted, str(rd.path))
     env = rebuilt.get("env", env)
     module = rebuilt.get("module", module)

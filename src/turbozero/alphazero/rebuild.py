@@ -19,6 +19,12 @@ Each recipe is tried when the run starts: it must rebuild a part that `describe_
 as the given one, else an automatic recipe is dropped (the part is not rebuildable) and a named
 one is refused. A part without a recipe is refused by name when a command needs it, saying how
 to make it rebuildable.
+
+A run directory is data that may come from anyone, so opening one (`load_agent`, `turbozero
+eval`, `play`, `train --resume`) imports and calls nothing beyond turbozero's built-in parts
+(`BUILTIN_MODULES`, the built-in games) unless the user says so for that run (`trust=True`,
+`--trust-run`): `check_trusted` refuses such a run in one line naming the code, or, trusted,
+first prints what it will import.
 """
 
 from __future__ import annotations
@@ -34,17 +40,104 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from turbozero.io.errors import NotRebuildableError
+from turbozero.io.errors import NotRebuildableError, UntrustedRunError
 
 PART_NAMES = ("env", "module", "selector", "optimizer", "loss_fn", "augment_fns")
 
 HOW = (
     "train it with train(..., rebuild={{{name!r}: 'pkg.module:function'}}) (or "
     "'path/to/file.py:function'; the tutorial's Trainer takes the same rebuild=), naming a "
-    "function of no arguments that returns the {name}, or load the run from Python with the part "
+    "function of no arguments that returns the {name} (then open the run with --trust-run), or "
+    "load the run from Python with the part "
     "passed in (turbozero.load_agent(path, env=..., module=...); for the tutorial's Trainer: "
     "env=trainer.env, module=trainer.nn)"
 )
+
+
+#: modules whose functions and dataclasses a run directory may name without the user's word:
+#: turbozero's networks, search rules, losses and augmentations (importing them runs nothing)
+BUILTIN_MODULES = (
+    "turbozero.nets",
+    "turbozero.search",
+    "turbozero.alphazero.losses",
+    "turbozero.alphazero.augment",
+)
+
+TRUST_HOW = "pass --trust-run (Python: load_agent(..., trust=True)) if you trust who made it"
+
+
+def is_builtin(spec: Any) -> bool:
+    """`spec` (`"pkg.mod:attr"`) names an object of one of `BUILTIN_MODULES`."""
+    if not isinstance(spec, str) or ":" not in spec:
+        return False
+    module = spec.rpartition(":")[0]
+    return any(module == m or module.startswith(m + ".") for m in BUILTIN_MODULES)
+
+
+def _nested_classes(x: Any) -> list[str]:
+    """The `"__class__"` specs inside a recipe's JSON arguments or fields."""
+    if isinstance(x, dict):
+        own = [x["__class__"]] if "__class__" in x else []
+        return own + [c for v in x.values() for c in _nested_classes(v)]
+    if isinstance(x, list):
+        return [c for v in x for c in _nested_classes(v)]
+    return []
+
+
+def outside_code(recipe: Mapping[str, Any] | None) -> list[str]:
+    """The code `recipe` names outside turbozero's built-in parts: a `factory` always (a user's
+    function, called), any other object not of `BUILTIN_MODULES`."""
+    if not recipe:
+        return []
+    named = [recipe["factory"]] if "factory" in recipe else []
+    specs = [recipe[k] for k in ("object", "partial", "class") if k in recipe]
+    specs += list(recipe.get("objects", [])) + _nested_classes(
+        [recipe.get("args"), recipe.get("kwargs"), recipe.get("fields")]
+    )
+    return named + [str(s) for s in specs if not is_builtin(s)]
+
+
+def outside_reward(reward_fn: Any) -> list[str]:
+    """`[reward_fn]` when a config's `reward_fn` names a function to import, not a built-in
+    reward."""
+    if not isinstance(reward_fn, str):
+        return []
+    from turbozero.envs.jumanji import REWARDS
+
+    return [] if reward_fn in REWARDS else [reward_fn]
+
+
+def check_trusted(
+    run: str, recipes: Mapping[str, Any], reward_fn: Any = None, *, trust: bool
+) -> None:
+    """Refuse to open a run whose `config.json` names code outside turbozero, unless `trust`;
+    trusted, say on stderr what it will import first.
+
+    Args:
+        run: the run directory, as the user named it.
+        recipes: the recipes (`config.json`'s `"rebuild"`) of the parts about to be rebuilt.
+        reward_fn: the config's `reward_fn`, when its game is about to be made from the config.
+        trust: the user's word that the run's code may be imported and called.
+
+    Raises:
+        UntrustedRunError: naming the first part whose recipe names such code, and how to allow
+            it.
+    """
+    found = [
+        (name, spec) for name, recipe in sorted(recipes.items()) for spec in outside_code(recipe)
+    ]
+    found += [("reward", r) for r in outside_reward(reward_fn)]
+    if not found:
+        return
+    if not trust:
+        name, spec = found[0]
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise UntrustedRunError(
+            f"{run}'s config.json names code to import and call to rebuild its {name}: "
+            f"{spec!r}{more}; a run directory is opened as data, running none of it: {TRUST_HOW}"
+        )
+    listed = ", ".join(f"{spec} (its {name})" for name, spec in found)
+    print(f"trusting {run}: importing {listed}", file=sys.stderr, flush=True)
 
 
 def resolve(spec: str) -> Any:
@@ -115,6 +208,8 @@ def _plain(x: Any) -> Any:
 def _unplain(x: Any) -> Any:
     if isinstance(x, dict) and "__class__" in x:
         cls = resolve(x["__class__"])
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise ValueError(f"the rebuild recipe {x['__class__']!r} is not a dataclass")
         return cls(**{k: _unplain(v) for k, v in x["fields"].items()})
     if isinstance(x, list):
         return tuple(_unplain(v) for v in x)  # (configs hold tuples; JSON has only lists)

@@ -79,28 +79,32 @@ def _is_late_read_noise(unraisable: Any) -> bool:
     )
 
 
-class _LateReadNoise(logging.Filter):
-    """Drops asyncio's report of a read's future whose failure nobody awaited."""
+class _LateIONoise(logging.Filter):
+    """Drops asyncio's report of a read's future, or a write's that the disk refused, whose
+    failure nobody awaited."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not ("exception was never retrieved" in message and "reading" in message)
+        if "exception was never retrieved" not in message:
+            return True
+        return not ("reading" in message or any(w in message for w in DISK_FULL_OR_READ_ONLY))
 
 
-def _drop_late_read_noise() -> None:
-    """Keep the reads orbax leaves in flight after a failed restore from printing tracebacks.
+def _drop_late_io_noise() -> None:
+    """Keep the reads and writes orbax leaves in flight after a failed one from printing
+    tracebacks.
 
-    A damaged checkpoint fails one array read; orbax then closes its event loop while the other
-    reads still run, and each of those, finishing, reports an error nobody can catch: "Event
-    loop is closed" from a TensorStore thread, its own read error from a coroutine never
-    awaited (both through `sys.unraisablehook`), or an unretrieved task (asyncio's log). That
-    is a hundred tracebacks around the one-line report. Installed once, before the first
-    restore, for the process's life (the late reads end at no set time, some before the failed
-    restore has returned); it drops only those reports.
+    A damaged checkpoint fails one array read, and a full disk one array write; orbax then
+    closes its event loop while the others still run, and each of those, finishing, reports an
+    error nobody can catch: "Event loop is closed" from a TensorStore thread, its own read
+    error from a coroutine never awaited (both through `sys.unraisablehook`), or an unretrieved
+    task (asyncio's log). That is a hundred tracebacks around the one-line report. Installed
+    before each save and restore, for the process's life (the late reads and writes end at no
+    set time, some after the failed call has returned); it drops only those reports.
     """
     asyncio_log = logging.getLogger("asyncio")
-    if not any(isinstance(f, _LateReadNoise) for f in asyncio_log.filters):
-        asyncio_log.addFilter(_LateReadNoise())
+    if not any(isinstance(f, _LateIONoise) for f in asyncio_log.filters):
+        asyncio_log.addFilter(_LateIONoise())
         warnings.filterwarnings("ignore", message=f"coroutine '{_ORBAX_READ}' was never awaited")
     # (checked each time: a test runner may have put its own hook in since)
     if getattr(sys.unraisablehook, "_turbozero_late_reads", False):
@@ -181,6 +185,7 @@ class Checkpointer:
         }
         if step in self.manager.all_steps():
             self.manager.delete(step)
+        _drop_late_io_noise()  # (a full disk fails one write of many; the rest report late)
         try:
             with _quiet_orbax():
                 self.manager.save(
@@ -287,7 +292,7 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
-        _drop_late_read_noise()
+        _drop_late_io_noise()
         version = self.restore_meta(step).get("format_version")
         self.verify_saved(step)
         if version != FORMAT_VERSION:

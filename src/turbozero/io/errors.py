@@ -41,3 +41,8 @@ class TooLargeError(ValueError):
 
 class NotRebuildableError(ValueError):
     """A run's part that was given from Python has no recipe to rebuild it."""
+
+
+class UntrustedRunError(ValueError):
+    """A run directory whose `config.json` names code to import, opened without the user's word
+    that it may be (`--trust-run`, `trust=True`)."""

@@ -91,9 +91,10 @@ def check_run_path(path: str | os.PathLike[str]) -> None:
         raise RunPathError("the run directory is an empty path: name a directory (--out)")
     full = str(Path(path).absolute())
     bad = sorted({c for c in full if c in UNSAFE_PATH_CHARACTERS})
+    quoted = [f"'{c}'" for c in bad]  # (as typed: repr would double a backslash)
     if bad:
         raise RunPathError(
-            f"the run directory {full!r} holds {' '.join(repr(c) for c in bad)}, which the "
+            f"the run directory '{full}' holds {' '.join(quoted)}, which the "
             f"checkpoint library reads as a pattern (its saves could not be read back): choose "
             f"a path without {UNSAFE_PATH_CHARACTERS}"
         )

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
+
+#: seconds a second Ctrl-C may take to end the run before the process is ended outright
+ABORT_GRACE_SECONDS = 1.0
+
+
+def exit_now() -> None:
+    """End the process with Ctrl-C's status (130), at once, from any thread."""
+    print("\ninterrupted (the checkpoints saved before stay)", file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 class StopFlag:
@@ -14,15 +26,21 @@ class StopFlag:
     The training loop checks `stop` between steps, saves and returns; a second Ctrl-C raises
     `KeyboardInterrupt` at once. Python runs a signal handler wherever the main thread is, and a
     `KeyboardInterrupt` raised inside a garbage-collection callback (JAX has one) is printed and
-    dropped, so the loop also calls `check_abort()` between steps, which raises it again. On
-    exit the handlers that were installed before (Python's default, or `SIG_IGN` under
-    `nohup`) come back. Outside the main thread no handlers are installed.
+    dropped, so the loop also calls `check_abort()` between steps, which raises it again. A
+    raise can also be swallowed where no step boundary comes soon (inside the checkpoint
+    library's save), so the second signal also starts a timer: if the block has not been left
+    `ABORT_GRACE_SECONDS` later, `on_stuck` ends the process (by default with status 130; the
+    checkpoints saved before stay, a save cut short is cleared on the next open). On exit the
+    handlers that were installed before (Python's default, or `SIG_IGN` under `nohup`) come
+    back. Outside the main thread no handlers are installed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, on_stuck: Callable[[], None] = exit_now) -> None:
         self.stop = False
         self.abort = False
         self._old: dict[int, Any] = {}
+        self._on_stuck = on_stuck
+        self._timer: threading.Timer | None = None
 
     def __enter__(self) -> StopFlag:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -33,11 +51,17 @@ class StopFlag:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.stop:
             self.abort = True
+            if self._timer is None:
+                self._timer = threading.Timer(ABORT_GRACE_SECONDS, self._on_stuck)
+                self._timer.daemon = True
+                self._timer.start()
             raise KeyboardInterrupt
         self.stop = True
         print("\nstopping after the current step (again to abort)...", file=sys.stderr)
 
     def __exit__(self, *exc: Any) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         for sig, old in self._old.items():
             signal.signal(sig, old)
 

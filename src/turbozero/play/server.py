@@ -188,13 +188,28 @@ async def _json_body(request: Request, read_timeout: float) -> dict[str, Any]:
             close=True,
         ) from None
     try:
-        data = json.loads(b"".join(chunks) or b"{}")
+        data = json.loads(b"".join(chunks) or b"{}", object_pairs_hook=_unique_keys)
+    except DuplicateKeyError as err:
+        raise BadBodyError(f"request body names {err} twice: send each key once") from None
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
         reason = str(err).splitlines()[0][:200]
         raise BadBodyError(f"request body is not JSON: {reason}") from None
     if not isinstance(data, dict):
         raise BadBodyError("request body must be a JSON object")
     return data
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object naming one key twice (which value counts would be a guess)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(repr(key))
+        out[key] = value
+    return out
 
 
 def _action(body: dict[str, Any]) -> Any:
@@ -410,13 +425,15 @@ def serve(
     port: int = 8000,
     open_browser: bool = True,
     which: str = "best",
+    trust: bool = False,
 ) -> None:
-    """Load the agent of run `path` and serve a game against it until interrupted (Ctrl-C)."""
+    """Load the agent of run `path` and serve a game against it until interrupted (Ctrl-C);
+    `trust` as for `turbozero.load_agent`."""
     import webbrowser
 
     import turbozero
 
-    loaded = turbozero.load_agent(path, num_simulations, which=which)
+    loaded = turbozero.load_agent(path, num_simulations, which=which, trust=trust)
     start = time.perf_counter()
     print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
     game = Game(loaded, human_first=human_first)  # refuses games it cannot serve

@@ -30,7 +30,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not slow" -n 2 --dist loadfile --max-worker-restart 0
 
-test: lint typecheck unit
+test: $(STAMP)
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint typecheck unit || exit $$?; \
+	t=$$(( $$(date +%s) - start )); echo "make test: lint, typecheck and the suite in $$((t / 60)) min $$((t % 60)) s"
 
 check: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)

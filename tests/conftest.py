@@ -26,6 +26,24 @@ enable_compilation_cache()
 settings.register_profile("turbozero", max_examples=15, deadline=None, derandomize=True)
 settings.load_profile("turbozero")
 
+#: LLVM's optimization level for the fast suite's programs (see `pytest_configure`)
+SUITE_OPTIMIZATION_LEVEL = "--xla_backend_optimization_level=1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast suite compiles hundreds of small programs and runs each briefly: LLVM's level 1
+    compiles them in about two thirds of the time of XLA's default (2), and the goldens hold
+    (docs/benchmarks.md, "The test suite"). The slow checks (`-m slow`: learning targets,
+    whole trainings) keep XLA's default, as users' runs and the benchmarks do; a level chosen in
+    XLA_FLAGS, or a flags file, is kept. Set before JAX starts its backend (the first
+    computation), which reads XLA_FLAGS once; subprocesses inherit it."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if (config.option.markexpr or "").strip() == "slow":
+        return
+    if "xla_backend_optimization_level" in flags or (flags.strip() and flags.strip()[0] != "-"):
+        return
+    os.environ["XLA_FLAGS"] = f"{flags} {SUITE_OPTIMIZATION_LEVEL}".strip()
+
 
 def _memory_map_limit() -> int | None:
     """The kernel's cap on one process's memory mappings (`vm.max_map_count`), if readable."""

@@ -1,5 +1,6 @@
 """`bench/search.py`: the speed targets a row misses (the issue's rules, as printed), and its rows
-of games with chance run."""
+of games with chance run; `bench/learning.py`'s judge. Checks of the benchmark scripts (about
+100 s cold in all): they run in `make check`, beside the benchmarks they guard."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slow
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
@@ -83,7 +86,6 @@ def test_the_ppo_peer_imports_without_turbozeros_dependencies():
     assert "imported" in done.stdout
 
 
-@pytest.mark.slow  # 60-90 s of compiling mctx's stochastic policy and ours on two games
 def test_the_chance_rows_run_against_stochastic_mctx(bench_search, capsys):
     """`--chance`'s code path on a tiny case (2 games, 2 simulations; each game with one of the
     selectors, to compile less): every row names its peer and deterministic reference, and no

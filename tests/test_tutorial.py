@@ -14,6 +14,7 @@ from turbozero.tutorial import ApproxEloTester, MuZeroPUCTSelector, PUCTSelector
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a whole training, eval and resume through subprocesses (about 40 s cold)
 def test_tutorial_othello_runs_at_toy_scale_and_prints_losses_and_elo(tmp_path):
     proc = subprocess.run(
         [

@@ -204,3 +204,14 @@ def test_the_search_walk_compiles_into_one_function_per_loop():
     text = run.lower(search.init(8), None, states, jax.random.PRNGKey(1)).compile().as_text()
     whole = [line for line in text.splitlines() if "xla_cpu_small_call" in line]
     assert any("closed_call/while" in line for line in whole)  # the walk, inside the simulation
+
+
+def test_the_fast_suite_compiles_at_llvm_level_1_unless_the_level_was_chosen():
+    from tests.conftest import SUITE_OPTIMIZATION_LEVEL
+
+    chosen = os.environ.get("TURBOZERO_SUITE_XLA_FLAGS", "")  # flags the suite was started with
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" in chosen:
+        assert SUITE_OPTIMIZATION_LEVEL not in flags.replace(chosen, "")
+    else:
+        assert SUITE_OPTIMIZATION_LEVEL in flags

@@ -1,5 +1,8 @@
 """The play page's games with chance, driven over HTTP: 2048 (one player: the human plays, the
-agent moves when asked) and backgammon (moves chosen from a list; the dice as they fall)."""
+agent moves when asked) and backgammon (moves chosen from a list; the dice as they fall).
+
+The page tests serve an agent trained for them (about 110 s of compiling and training, cold),
+so they are integration runs and run in `make check`; the move names run in `make test`."""
 
 from __future__ import annotations
 
@@ -113,6 +116,7 @@ def replay_outcomes(game: Game, history: list[dict]):
 # ------------------------------------------------------------------------------ 2048
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_a_one_player_game_is_served_with_its_tiles_score_and_arrow_keys(served_2048):
     url, _ = served_2048
     for human_first in (True, False):  # a one-player game is the human's whatever is asked
@@ -130,6 +134,7 @@ def test_a_one_player_game_is_served_with_its_tiles_score_and_arrow_keys(served_
         assert state["dice"] is None and state["board_labels"] == []
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_2048_moves_show_the_tile_that_fell_and_add_the_merges_to_the_score(served_2048):
     url, game = served_2048
     rng = random.Random(0)
@@ -154,6 +159,7 @@ def test_2048_moves_show_the_tile_that_fell_and_add_the_merges_to_the_score(serv
     assert state["score"] == pytest.approx(returns[0])
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_2048_refuses_illegal_and_malformed_moves_with_400(served_2048):
     url, _ = served_2048
     rng = random.Random(1)
@@ -171,6 +177,7 @@ def test_2048_refuses_illegal_and_malformed_moves_with_400(served_2048):
     assert request(url, "/api/state")[1]["history"] == state["history"]
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_the_agent_moves_in_a_one_player_game_when_asked_and_undo_takes_it_back(served_2048):
     url, game = served_2048
     state = move(url, new_game(url)["legal"][0])
@@ -195,6 +202,7 @@ def test_the_agent_moves_in_a_one_player_game_when_asked_and_undo_takes_it_back(
     assert request(url, "/api/undo", {})[0] == 400  # nothing left
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_a_finished_one_player_game_says_its_score(served_2048):
     url, game = served_2048
     rng = random.Random(2)
@@ -236,6 +244,7 @@ def check_move_list(state: dict) -> None:
             assert start - die == end  # a point the die reaches
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_backgammon_shows_the_dice_and_its_moves_one_to_one_with_the_legal_mask(
     served_backgammon,
 ):
@@ -263,6 +272,7 @@ def test_backgammon_shows_the_dice_and_its_moves_one_to_one_with_the_legal_mask(
     assert rolls >= 2  # turns passed, and the page said what was rolled
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_backgammon_replies_play_the_dice_rolled_after_the_human_turn(served_backgammon):
     """Each roll in the history is the dice of the player who moves next: the agent's moves
     after the human's turn use its dice, and the human's dice are the agent's last roll."""
@@ -292,6 +302,7 @@ def test_backgammon_replies_play_the_dice_rolled_after_the_human_turn(served_bac
     assert np.array_equal(np.asarray(final._board), np.asarray(game._plies[-1].state._board))
 
 
+@pytest.mark.slow  # (serves a trained run: see the module's docstring)
 def test_the_agent_does_not_move_for_the_human_in_a_two_player_game(served_backgammon):
     url, _ = served_backgammon
     state = new_game(url)

@@ -1,6 +1,9 @@
 """Every loss and action head through a whole run: `train_ppo` writes checkpoints a resumed run
 continues exactly, `load_agent` acts in the environment's action space, and `evaluate_run` and
-`turbozero eval` play the run (tiny budgets: a few seconds each)."""
+`turbozero eval` play the run (tiny budgets). Whole trainings, one per head (about 160 s cold in
+all): they run in `make check`; each head's update and loss are checked in `make test`
+(tests/ppo/test_heads.py), and resume, loading and eval for the default head
+(tests/ppo/test_train.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import RunDir
 from turbozero.ppo import PPOConfig, evaluate_run, load_agent, make_ppo, train_ppo
 from turbozero.ppo.train import abstract_checkpoint
+
+pytestmark = pytest.mark.slow
 
 TINY = PPOConfig(
     num_envs=2,

@@ -826,18 +826,19 @@ def test_the_compiled_search_writes_its_trees_in_place_without_copying_them(name
     assert all("%constant" in operand for operand in copies), copies
 
 
-@pytest.mark.parametrize("name", ["puct", "muzero_puct", "gumbel"])
 @pytest.mark.parametrize(
-    ("game", "moves", "batch"),
+    ("game", "moves", "batch", "name"),
     [
-        ("connect_four", [3, 3, 2], 8),  # the whole walk in one loop
-        ("connect_four", [3, 3, 2], 32),  # compacted walks
-        ("tic_tac_toe", [0, 4, 8, 2], 32),  # walks that end at finished games
+        ("connect_four", [3, 3, 2], 8, "puct"),  # the whole walk in one loop
+        ("connect_four", [3, 3, 2], 32, "muzero_puct"),  # compacted walks
+        ("tic_tac_toe", [0, 4, 8, 2], 32, "gumbel"),  # walks that end at finished games
     ],
 )
 def test_several_levels_per_loop_iteration_change_no_result(name, game, moves, batch):
     """Two or four tree levels per iteration of the walk's and the backup's loops (four is the
-    default off the CPU) give the same trees and outputs as one, full trees included."""
+    default off the CPU) give the same trees and outputs as one, full trees included. Each kind
+    of walk is checked with one of the three rules: the levels are the walk's and the backup's,
+    which the rules share (a rule only scores the children of one node)."""
     env = envs.make(game)
     states = play(env, moves, batch=batch)
     params = linear_params(env, 5)

@@ -41,7 +41,9 @@ from turbozero.tutorial import (
 enable_compilation_cache()  # compiled programs kept on disk between runs, as the CLI does
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--toy", action="store_true", help="tiny sizes (seconds, for tests)")
+parser.add_argument(
+    "--toy", action="store_true", help="tiny sizes (about two minutes on 2 cores, for tests)"
+)
 parser.add_argument("--out", default=None, help="run directory")
 args = parser.parse_args(sys.argv[1:] if __name__ == "__main__" else [])
 toy = args.toy

@@ -98,8 +98,19 @@ def test_the_epoch_line_shows_each_opponent_accuracy_and_numbers_as_numbers():
     line = epoch_line(row, 1000, 75.0)
     assert line.startswith("Epoch 14/1000: loss=2.185 positions_per_s=730.1 elo=35 ")
     assert "| vs random W/D/L 100%/0%/0% | vs perfect W/D/L 0%/75%/25% " in line
-    assert "| accuracy 92.3% (best move 71.8%) | 0:01:15 left" in line
+    assert "| accuracy 92.30% (best move 71.8%) | 0:01:15 left" in line
     assert "'" not in line and "score" not in line  # no quoted numbers, no blended score
+
+
+def test_the_epoch_line_counts_the_mistakes_one_decimal_would_hide():
+    from turbozero.io.logger import epoch_line
+
+    row = {"epoch": 3, "eval/accuracy/result": 1 - 2 / 4520, "eval/accuracy/best": 0.9}
+    line = epoch_line({**row, "eval/accuracy/positions": 4520}, 80, None)
+    assert line.endswith("| accuracy 99.96% (2 mistakes of 4,520; best move 90.0%)")
+    one = {**row, "eval/accuracy/result": 1 - 1 / 4520, "eval/accuracy/positions": 4520}
+    assert "(1 mistake of 4,520;" in epoch_line(one, 80, None)
+    assert "99.96% (best move 90.0%)" in epoch_line(row, 80, None)  # rows written before
 
 
 def test_a_one_player_epoch_line_shows_the_network_alone_and_2048s_tiles():

@@ -36,6 +36,18 @@ def test_strength_panels_hold_accuracy_scores_per_opponent_and_elo():
     }
 
 
+def test_a_one_player_run_plots_the_searched_return_beside_the_network_alone():
+    rows = [
+        {"epoch": e, "env_steps": e, "wall_seconds": e, "eval/return": 9.0 * e}
+        | {"eval/network/return": 4.0 * e}
+        for e in (1, 2)
+    ]
+    panels = strength_series(rows)
+    assert panels == {
+        "mean return": {"searched": "eval/return", "network alone": "eval/network/return"}
+    }
+
+
 def test_the_accuracy_axis_zooms_to_the_runs_range_up_to_perfect_play():
     assert accuracy_limits([0.953, 0.97, 0.98]) == (0.9, 1.005)
     assert accuracy_limits([0.962, 0.98]) == (0.95, 1.005)

@@ -141,7 +141,7 @@ def _resumed_parts(run: str, trust: bool) -> tuple[dict[str, Any] | None, dict[s
     return parts, named or None
 
 
-def _opponent(spec: str, env, simulations: int | None, trust: bool):
+def _opponent(spec: str, env, simulations: int | None, trust: bool = False):
     from turbozero.arena.opponents import make_opponent, parse_opponent
 
     if Path(spec).exists():
@@ -232,6 +232,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "env": env.name,
             "positions": acc.num_positions,
             "accuracy_result": acc.result,
+            "mistakes": round((1.0 - acc.result) * acc.num_positions),  # moves losing the result
             "accuracy_best": acc.best,
             "phases": acc.phases,
             "by_result": acc.by_result,
@@ -302,6 +303,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for k, v in out.items():
             if k in ("as_first", "as_second"):
                 v = "{} wins, {} draws, {} losses".format(*v)
+            elif k == "truncated" and "mean_return" in out and v:
+                v = (
+                    f"{v} of {out['games']} (ended by the time limit, not by the game: in a "
+                    "balancing task such as CartPole, kept up to the end)"
+                )
             elif k in ("phases", "by_result"):
                 v = "; ".join(
                     f"{name}: result {p['result']:.3f}, best {p['best']:.3f} "
@@ -377,15 +383,26 @@ def cmd_envs(args: argparse.Namespace) -> int:
         for env_id in ids:
             used = f"  preset: {', '.join(presets[env_id])}" if env_id in presets else ""
             if args.verbose:
-                try:
-                    env = envs.make(env_id)
-                    shape = f"actions={env.num_actions:<5} observation={env.observation_shape}"
-                except Exception as err:  # an adapter refusal: say why, list the rest
-                    shape = f"(not usable here: {str(err).splitlines()[0][:80]})"
+                shape = _env_shape(env_id)
                 print(f"  {env_id:<40} {shape}{used}")
             else:
                 print(f"  {env_id}{used}")
     return 0
+
+
+def _env_shape(env_id: str) -> str:
+    """`actions=... observation=...` of a gymnax or jumanji id, or why it cannot be used here
+    (whole), or the download it would start (not started)."""
+    from turbozero import envs
+    from turbozero.envs.jumanji import NEEDS_DOWNLOAD
+
+    if env_id in NEEDS_DOWNLOAD:
+        return f"(needs a download when made: {NEEDS_DOWNLOAD[env_id]}; not made here)"
+    try:
+        env = envs.make(env_id)
+    except Exception as err:  # an adapter refusal: say why, list the rest
+        return f"(not usable here: {str(err).splitlines()[0]})"
+    return f"actions={env.num_actions:<5} observation={env.observation_shape}"
 
 
 def _presets_by_env() -> dict[str, list[str]]:

@@ -262,3 +262,5 @@ def test_cli_accuracy_asks_the_run_for_the_set_size_its_evaluations_used(tmp_pat
         assert main(["eval", str(run), "--accuracy", "--json", *extra]) == 0
         out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert out["positions"] == expected
+        # the count of result-losing moves beside the share, which rounding would hide
+        assert out["mistakes"] == round((1 - out["accuracy_result"]) * expected)

@@ -286,6 +286,10 @@ def test_turbozero_eval_plays_a_continuous_action_run(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["env"] == "gymnax:Pendulum-v1" and out["games"] == 3
     assert -16.3 * 7 <= out["mean_return"] < 0  # Pendulum's reward per step is in [-16.3, 0]
+    # read by a person: every game cut by --max-steps, said to be the time limit's doing
+    assert main(["eval", str(run), "--games", "3", "--max-steps", "7"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "truncated:" in x)
+    assert line.split(":", 1)[1].startswith(" 3 of 3 (ended by the time limit, not by the game")
 
 
 def test_a_ppo_run_larger_than_the_machines_memory_is_refused_before_anything_is_written(

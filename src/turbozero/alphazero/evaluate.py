@@ -154,6 +154,7 @@ class Evaluator:
                 acc = accuracy.result()
                 out["eval/accuracy/result"] = acc.result
                 out["eval/accuracy/best"] = acc.best
+                out["eval/accuracy/positions"] = acc.num_positions
             if "network" in cfg.eval_opponents:  # the search's gain over its own network
                 network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
                 r = self._match(current, network, jax.random.fold_in(key, 500), cfg.eval_games)

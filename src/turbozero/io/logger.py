@@ -40,9 +40,18 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def accuracy_text(result: float, positions: int | None) -> str:
+    """`99.96% (2 mistakes of 4,520)`: a share of positions whose move kept the result, with the
+    count a reader can act on (at one decimal, 2 mistakes in 4,520 read as 100.0%)."""
+    if not positions:
+        return f"{result:.2%}"
+    mistakes = round((1.0 - result) * positions)
+    return f"{result:.2%} ({mistakes:,} mistake{'' if mistakes == 1 else 's'} of {positions:,})"
+
+
 def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> str:
     """One epoch as a line a person reads: `Epoch 14/80: loss=2.185 ... | vs random W/D/L
-    100/0/0% | accuracy 92.3% (best move 71.8%) | 0:00:12 left`."""
+    100/0/0% | accuracy 99.96% (2 mistakes of 4,520; best move 71.8%) | 0:00:12 left`."""
     parts = [f"Epoch {row['epoch']}/{total}:"]
     parts += [f"{k.removeprefix('eval/')}={_number(row[k])}" for k in SHOWN if k in row]
     if row.get("waiting_for_positions"):
@@ -56,10 +65,10 @@ def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> s
     if "eval/best/score" in row:
         parts.append(f"| vs best {row['eval/best/score']:.2f}")
     if "eval/accuracy/result" in row:
-        parts.append(
-            f"| accuracy {row['eval/accuracy/result']:.1%} "
-            f"(best move {row['eval/accuracy/best']:.1%})"
-        )
+        text = accuracy_text(row["eval/accuracy/result"], row.get("eval/accuracy/positions"))
+        best = f"best move {row['eval/accuracy/best']:.1%}"
+        text = f"{text[:-1]}; {best})" if text.endswith(")") else f"{text} ({best})"
+        parts.append(f"| accuracy {text}")
     if seconds_left is not None:
         parts.append(f"| {_clock(seconds_left)} left")
     return " ".join(parts)

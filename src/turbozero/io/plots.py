@@ -58,8 +58,13 @@ def strength_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
         panels["score (win + draw/2)"] = score
     if "elo" in keys:
         panels["Elo (random = 0)"] = {"Elo": "elo"}
-    if "eval/return" in keys:
-        panels["mean return"] = {"return": "eval/return"}
+    returns = {
+        label: key
+        for label, key in (("searched", "eval/return"), ("network alone", "eval/network/return"))
+        if key in keys
+    }
+    if returns:
+        panels["mean return"] = returns
     return panels
 
 
@@ -81,7 +86,8 @@ def accuracy_limits(values: list[float]) -> tuple[float, float]:
 
 
 def _last(value: float, fraction: bool) -> str:
-    return f" ({value:.1%} last)" if fraction else f" ({value:.4g} last)"
+    # (two decimals: at one, 2 mistakes in 4,520 positions read as 100.0%)
+    return f" ({value:.2%} last)" if fraction else f" ({value:.4g} last)"
 
 
 def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:

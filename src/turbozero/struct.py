@@ -1,4 +1,4 @@
-"""The one pytree-dataclass helper.
+"""The one pytree-dataclass helper, and the bytes a pytree takes.
 
 `dataclass` turns a class into a frozen dataclass registered as a JAX pytree (through
 `jax.tree_util.register_dataclass`), with a `.replace(**changes)` method. Fields declared with
@@ -52,3 +52,16 @@ def dataclass(cls: type[T]) -> type[T]:
 
     cls.replace = replace  # type: ignore[attr-defined]
     return cls
+
+
+def pytree_bytes(tree: Any) -> int:
+    """Bytes the array leaves of `tree` take: arrays, or their `jax.ShapeDtypeStruct`s from
+    `jax.eval_shape` (sizing a state without allocating it). `x.dtype.itemsize`, not NumPy's:
+    typed PRNG keys in a state have a JAX dtype."""
+    total = 0
+    for x in jax.tree_util.tree_leaves(tree):
+        size = 1
+        for n in x.shape:
+            size *= int(n)
+        total += size * x.dtype.itemsize
+    return total

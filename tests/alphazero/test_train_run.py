@@ -486,11 +486,17 @@ def test_the_memory_check_counts_the_trees_reanalysis_builds_each_epoch(tmp_path
     assert not out.exists()
 
 
-def test_training_says_once_when_its_tree_cannot_hold_a_search(tmp_path, capsys):
+def test_training_says_once_when_its_tree_cannot_hold_a_search_and_what_it_compiles(
+    tmp_path, capsys
+):
     config = TINY.with_overrides(["search.num_simulations=16", "num_epochs=1"])  # 12 nodes
     train(config, tmp_path / "run", progress=False)
     out = capsys.readouterr().out
     assert out.count("warning: search.max_nodes=12 holds fewer nodes than") == 1
+    # the minutes of compiling a first run can take are said, with their length
+    lines = out.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("compiling self-play")]
+    assert lines[at + 1].startswith("compiled in ") and lines[at + 2].startswith("Epoch 1/1")
 
 
 def test_the_resume_help_names_every_setting_a_resumed_run_may_change(capsys):

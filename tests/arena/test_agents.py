@@ -146,3 +146,19 @@ def test_alphazero_agent_refuses_node_and_simulation_counts_out_of_range(tic_tac
         alphazero_agent(tic_tac_toe, uniform, None, num_simulations=8, max_nodes=0)
     with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
         alphazero_agent(tic_tac_toe, uniform, None, num_simulations=8, temperature=float("nan"))
+
+
+def test_one_masked_softmax_decides_the_rows_without_weight_for_search_and_agents():
+    import jax.numpy as jnp
+    import numpy as np
+
+    from turbozero.arena import agents
+    from turbozero.search import selector
+
+    assert agents.masked_softmax is selector.masked_softmax  # one definition
+    logits = jnp.array([[1.0, 2.0, 3.0], [jnp.nan, jnp.nan, 0.0], [1.0, 2.0, 3.0]])
+    mask = jnp.array([[True, False, True], [True, True, False], [False, False, False]])
+    weights = np.asarray(agents.masked_softmax(logits, mask))
+    np.testing.assert_allclose(weights[0], [1 / (1 + np.e**2), 0.0, np.e**2 / (1 + np.e**2)])
+    assert weights[1].tolist() == [0.5, 0.5, 0.0]  # a NaN network: uniform over legal moves
+    assert weights[2].tolist() == [0.0, 0.0, 0.0]  # no legal move: no weight, never NaN

@@ -42,13 +42,10 @@ from turbozero.io.rundir import RunDir
 from turbozero.nets import param_count
 from turbozero.runtime import configure_or_say_why
 from turbozero.search import compiler_options, tree_bytes
+from turbozero.struct import pytree_bytes
 from turbozero.validate import check_count, is_digits
 
 ALGORITHM = "alphazero"
-
-
-def _nbytes(tree: Any) -> int:
-    return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree)))
 
 
 def default_run_dir(preset: str | None) -> Path:
@@ -228,7 +225,7 @@ class _AlphaZeroRun:
             # (self-play's trees, and with reanalysis the trees its searches build each epoch)
             "tree_bytes": tree_bytes(az.env, config.num_games, config.search.max_nodes)
             + reanalysis_tree_bytes(config, az),
-            "memory_bytes": _nbytes(self.state_shape.selfplay.memory),
+            "memory_bytes": pytree_bytes(self.state_shape.selfplay.memory),
             "parameters": param_count(self.state_shape.params),
             "positions_per_epoch": config.num_games * config.collection_steps_per_epoch,
             "devices": sharder.num_devices,
@@ -332,6 +329,13 @@ class _AlphaZeroRun:
     def epoch(self, run: Run, state: TrainState, epoch: int) -> tuple[TrainState, dict[str, Any]]:
         """Self-play, then the gradient steps once the memory holds a batch."""
         cfg = self.config
+        first = not self.collect.compiled  # this process compiles its programs now
+        if first:
+            run.log.info(
+                "compiling self-play and the gradient steps (minutes the first time on a "
+                "machine; cached for later runs) ..."
+            )
+        started = time.perf_counter()
         if int(state.epoch) == 0 and int(state.env_steps) == 0 and cfg.warmup_steps:
             state, _ = self.collect(state, cfg.warmup_steps)
         # compiled before the clock starts (the first epoch of a process otherwise reads as a
@@ -339,6 +343,8 @@ class _AlphaZeroRun:
         compile_seconds = self.collect.prepare(state, cfg.collection_steps_per_epoch)
         if cfg.train_steps_per_epoch:
             compile_seconds += self.train_steps.prepare(state, 1)
+        if first:
+            run.log.info(f"compiled in {time.perf_counter() - started:.1f} s")
         row: dict[str, Any] = {"compile_seconds": compile_seconds} if compile_seconds else {}
         if (
             self.sharder.overlap
@@ -604,7 +610,7 @@ def train(
             what += " and the reanalysis trees"
         copies = 2 if sharder.overlap else 1
         check_fits_in_memory(
-            copies * _nbytes(state_shape) + reanalysis_tree_bytes(config, az), what
+            copies * pytree_bytes(state_shape) + reanalysis_tree_bytes(config, az), what
         )
     algorithm = _AlphaZeroRun(config, az, sharder, state_shape, parts or {}, recipes)
     return run_experiment(

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 
 from turbozero import struct
 from turbozero.envs.core import Env
+from turbozero.search.selector import masked_softmax
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 from turbozero.validate import check_number
 
@@ -109,14 +110,6 @@ def legal_mask(env: Env, states: PyTree) -> Array:
     """`[B, A]` legal actions of `states`; rows with none (terminal states) are all True."""
     mask = jax.vmap(env.metadata)(states).action_mask
     return jnp.where(mask.any(axis=-1, keepdims=True), mask, True)
-
-
-def masked_softmax(logits: Array, mask: Array) -> Array:
-    """Softmax of `logits` `[B, A]` over the True entries of `mask` `[B, A]`; zero elsewhere."""
-    logits = jnp.where(mask, logits, -jnp.inf)
-    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-    weights = jnp.where(mask, jnp.exp(logits), 0.0)
-    return weights / jnp.sum(weights, axis=-1, keepdims=True)
 
 
 def uniform_over_best(scores: Array, mask: Array, key: PRNGKey) -> tuple[Array, Array, Array]:

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero import struct
+from turbozero.struct import pytree_bytes
 from turbozero.types import Array, PRNGKey, PyTree
 from turbozero.validate import check_count
 
@@ -467,7 +468,7 @@ def make_episode_buffer(
 
     def nbytes(example: PyTree) -> int:
         shapes = jax.eval_shape(functools.partial(init, num_games=B, capacity=C), example)
-        return sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+        return pytree_bytes(shapes)
 
     return EpisodeBuffer(
         init=functools.partial(init, num_games=B, capacity=C),

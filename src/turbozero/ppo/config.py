@@ -21,7 +21,9 @@ from turbozero.config import (
 )
 
 LOSSES = ("clip", "kl_penalty", "dpo")
-ACTION_HEADS = ("auto", "categorical", "gaussian", "tanh_gaussian", "beta", "multi_discrete")
+#: the policy's action heads (`turbozero.ppo.networks`), listed once; the config adds "auto"
+HEADS = ("categorical", "gaussian", "tanh_gaussian", "beta", "multi_discrete")
+ACTION_HEADS = ("auto", *HEADS)
 SCHEDULES = ("constant", "linear")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 

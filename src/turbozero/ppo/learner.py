@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -79,6 +78,7 @@ from turbozero.ppo.networks import (
     ActorCriticParams,
     make_actor_critic,
 )
+from turbozero.struct import pytree_bytes
 from turbozero.types import Array, PRNGKey, PyTree
 
 FRESH_AHEAD_BYTES = 64 * 2**20  # draw a rollout's restart states ahead when they fit in this
@@ -1084,10 +1084,7 @@ def make_learner_spec(config: PPOConfig, env: Env, *, axis_name: str | None = No
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm), optax.adam(schedule, eps=config.adam_eps)
     )
-    state_bytes = sum(
-        math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
-        for x in jax.tree.leaves(jax.eval_shape(lambda k: env.init(k)[0], jax.random.PRNGKey(0)))
-    )
+    state_bytes = pytree_bytes(jax.eval_shape(lambda k: env.init(k)[0], jax.random.PRNGKey(0)))
     restarts = config.rollout_length * config.num_envs * config.num_seeds
     return LearnerSpec(
         config=config,

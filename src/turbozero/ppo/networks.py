@@ -28,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from turbozero.ppo.config import HEADS
 from turbozero.ppo.distributions import (
     MASKED_LOGIT,
     Categorical,
@@ -58,7 +59,6 @@ __all__ = [
     "make_actor_critic",
 ]
 
-HEADS = ("categorical", "gaussian", "tanh_gaussian", "beta", "multi_discrete")
 CONTINUOUS_HEADS = ("gaussian", "tanh_gaussian", "beta")
 BOUNDED_HEADS = ("tanh_gaussian", "beta")
 

@@ -45,6 +45,7 @@ from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, LearnerState, absolute_evaluate, make_ppo
 from turbozero.ppo.networks import ActorCriticParams
 from turbozero.runtime import configure_or_say_why
+from turbozero.struct import pytree_bytes
 from turbozero.types import Array, PRNGKey
 from turbozero.validate import check_count
 
@@ -352,10 +353,7 @@ def train_ppo(
     ppo = make_ppo(config)  # before the run directory: a refused setting leaves nothing behind
     check_logging_extras(config)
     # (a lower bound: the rollouts come on top, so a refused run could never fit)
-    state_bytes = sum(
-        int(np.prod(x.shape)) * x.dtype.itemsize
-        for x in jax.tree_util.tree_leaves(abstract_checkpoint(ppo))
-    )
+    state_bytes = pytree_bytes(abstract_checkpoint(ppo))
     check_fits_in_memory(state_bytes, "the PPO state (environments, networks, optimizer)")
     return run_experiment(
         _PPORun(config, ppo),

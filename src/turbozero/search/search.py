@@ -803,10 +803,6 @@ def backward(spec: SearchSpec, tree: Tree, leaf: Array, returns: Array) -> Tree:
     goes on up, undiscounted (the step's reward and discount are on the edge below it)."""
     b = jnp.arange(tree.batch_size)
     N, P = tree.max_nodes, spec.env.num_players
-    players = jnp.arange(P)[None, :]
-
-    def for_player(values: Array, player: Array) -> Array:  # [B, P], [B] -> [B]
-        return jnp.sum(jnp.where(players == player[:, None], values, 0.0), axis=-1)
 
     def level(c: Backup) -> Backup:
         live = c.node >= 0

@@ -97,7 +97,10 @@ def with_options(options: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 def masked_softmax(logits: Array, mask: Array) -> Array:
-    """Softmax over legal actions; illegal actions get exactly zero."""
+    """Softmax of `logits` `[..., A]` over the True entries of `mask` `[..., A]`; illegal actions
+    get exactly zero. The one softmax of the search, the agents and PPO's loaded agents: a row
+    whose legal logits give no weight (all -inf, or NaN from a broken network) is uniform over
+    its legal moves, and a row with no legal move is all zeros (never NaN)."""
     logits = jnp.where(mask, logits, -jnp.inf)
     logits = logits - jnp.max(jnp.where(mask, logits, -1e30), axis=-1, keepdims=True)
     probs = jnp.where(mask, jnp.exp(logits), 0.0)

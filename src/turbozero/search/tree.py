@@ -62,6 +62,7 @@ import numpy as np
 
 from turbozero import struct
 from turbozero.envs.core import Env
+from turbozero.struct import pytree_bytes
 from turbozero.types import Array, PyTree
 
 NO_CHILD = -1
@@ -390,13 +391,7 @@ def init_tree(env: Env, *, batch_size: int, max_nodes: int) -> Tree:
 def tree_bytes(env: Env, batch_size: int, max_nodes: int) -> int:
     """Bytes a tree of this configuration takes, computed without allocating it."""
     shapes = jax.eval_shape(lambda: init_tree(env, batch_size=batch_size, max_nodes=max_nodes))
-    return int(
-        sum(
-            # (`x.dtype.itemsize`, not NumPy's: typed PRNG keys in a state have a JAX dtype)
-            np.prod(x.shape) * x.dtype.itemsize
-            for x in jax.tree_util.tree_leaves(shapes)
-        )
-    )
+    return pytree_bytes(shapes)
 
 
 def reset_trees(tree: Tree, done: Array) -> Tree:

@@ -294,3 +294,24 @@ def test_a_chance_game_needs_two_nodes_per_simulation(capsys):
     assert "2 * search.num_simulations + 1 = 65" in err
     assert main([*args, "--set", "search.chance=sampled"]) == 0
     assert "holds fewer nodes" not in capsys.readouterr().err  # 40 >= 33 without chance nodes
+
+
+def test_config_marks_what_the_preset_and_set_change_and_what_stops_the_run(capsys):
+    import json
+
+    from turbozero.cli import main
+
+    assert main(["config", "connect_four", "--set", "eval_games=8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "# the run stops at the first of: num_epochs=1000, max_wall_seconds=1800.0"
+    assert "* eval_games = 8" in lines and '* search.fpu = "network"' in lines
+    assert "  seed = 0" in lines and "[search]" in lines  # a default, unmarked; a section
+    changed = [line for line in lines if line.startswith("* ")]
+    header = f"# connect_four: {len(changed)} settings differ from the defaults (marked *)"
+    assert lines[0] == header
+    assert main(["config", "tic_tac_toe", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "  max_wall_seconds = 0.0  # 0: no limit" in out
+    assert "# the run stops at the first of: num_epochs=80\n" in out  # no time budget
+    assert main(["config", "tic_tac_toe", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == get_preset("tic_tac_toe").make().to_dict()

@@ -451,7 +451,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     if not args.preset:
         raise ConfigError("give a preset name, or --reference")
     config = get_preset(args.preset).make().with_overrides(args.set or [])
-    print(config.to_json())
+    if args.json:
+        print(config.to_json())
+    else:
+        from turbozero.config import config_listing
+
+        print(config_listing(config, args.preset, explain=args.explain))
     search = getattr(config, "search", None)
     warning = None
     if search is not None:
@@ -618,6 +623,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("preset", nargs="?")
     c.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
     c.add_argument("--reference", action="store_true", help="print docs/configuration.md")
+    c.add_argument("--json", action="store_true", help="print the config as JSON (as config.json)")
+    c.add_argument("--explain", action="store_true", help="add each setting's one-line meaning")
     c.set_defaults(fn=cmd_config)
     p = sub.add_parser("plot", help="write the plots of a run directory (into RUN/plots)")
     p.add_argument("run_dir", help="the run directory (or a checkpoint step in it)")

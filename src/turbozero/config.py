@@ -327,19 +327,73 @@ def markdown_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> str:
-    """A Markdown table of every key of a config class: name, type, default, comment."""
+def setting_notes(cls: type[Config]) -> dict[str, str]:
+    """`{field: its one-line comment}` of a config class, read from its source (the comments
+    docs/configuration.md shows)."""
     import inspect
 
-    source_lines: dict[str, str] = {}
+    notes: dict[str, str] = {}
     try:
         for line in inspect.getsource(cls).splitlines():
             stripped = line.strip()
             if ":" in stripped and "#" in stripped and not stripped.startswith(("#", "def")):
                 name = stripped.split(":", 1)[0].strip()
-                source_lines[name] = stripped.split("#", 1)[1].strip()
+                notes[name] = stripped.split("#", 1)[1].strip()
     except (OSError, TypeError):
         pass
+    return notes
+
+
+#: the settings that end a run, by what they count
+STOPPING = ("num_epochs", "num_updates", "max_wall_seconds")
+
+
+def config_listing(config: Config, name: str, *, explain: bool = False) -> str:
+    """`config` as a person reads it: one `key = value` line per setting, in sections (the flat
+    settings, then each nested group), `*` marking those that differ from the class defaults
+    (what the preset and `--set` chose), what ends the run first, and with `explain` each
+    setting's one-line meaning.
+
+    Args:
+        config: the resolved config (a preset with its overrides).
+        name: the preset's name, for the header.
+        explain: add each setting's comment from its class (docs/configuration.md's notes).
+    """
+    changed = set(config.diff(type(config)()))
+    stops = [
+        f"{k}={getattr(config, k)!r}"
+        for k in STOPPING
+        if hasattr(config, k) and (k != "max_wall_seconds" or getattr(config, k))
+    ]
+    lines = [
+        f"# {name}: {len(changed)} settings differ from the defaults (marked *)",
+        f"# the run stops at the first of: {', '.join(stops)}",
+    ]
+
+    def section(cfg: Config, prefix: str) -> None:
+        notes = setting_notes(type(cfg)) if explain else {}
+        nested = []
+        for f in dataclasses.fields(cfg):
+            value = getattr(cfg, f.name)
+            if isinstance(value, Config):
+                nested.append((value, f"{prefix}{f.name}."))
+                continue
+            key = f"{prefix}{f.name}"
+            shown = json.dumps(list(value) if isinstance(value, tuple) else value)
+            mark = "*" if key in changed else " "
+            note = f"  # {notes[f.name]}" if notes.get(f.name) else ""
+            lines.append(f"{mark} {key} = {shown}{note}")
+        for sub, sub_prefix in nested:
+            lines.append(f"[{sub_prefix[:-1]}]")
+            section(sub, sub_prefix)
+
+    section(config, "")
+    return "\n".join(lines)
+
+
+def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> str:
+    """A Markdown table of every key of a config class: name, type, default, comment."""
+    source_lines = setting_notes(cls)
     hints = typing.get_type_hints(cls)
     rows = [f"## {title}", "", "| key | type | default | notes |", "|---|---|---|---|"]
     nested: list[str] = []

@@ -394,7 +394,7 @@ def _env_shape(env_id: str) -> str:
     """`actions=... observation=...` of a gymnax or jumanji id, or why it cannot be used here
     (whole), or the download it would start (not started)."""
     from turbozero import envs
-    from turbozero.envs.jumanji import NEEDS_DOWNLOAD
+    from turbozero.envs.registry import NEEDS_DOWNLOAD
 
     if env_id in NEEDS_DOWNLOAD:
         return f"(needs a download when made: {NEEDS_DOWNLOAD[env_id]}; not made here)"

@@ -93,14 +93,6 @@ def uncovered_share(state: Any, action: Array, next_state: Any) -> Array:
 REWARDS: dict[str, RewardFn] = {"uncovered_share": uncovered_share}
 
 
-#: jumanji environments that fetch data over the network when made, and what they fetch: listing
-#: them (`turbozero envs -v`) marks them instead of making them, as a machine offline would wait
-#: on the retries
-NEEDS_DOWNLOAD = {
-    "jumanji:Sokoban-v0": "its levels from the Hugging Face Hub (InstaDeepAI/boxoban-levels)",
-}
-
-
 def resolve_reward_fn(reward_fn: RewardFn | str) -> tuple[RewardFn, int]:
     """The reward function `reward_fn` names and how many arguments it takes (2 or 3).
 

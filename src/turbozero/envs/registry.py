@@ -13,6 +13,15 @@ GAMES: dict[str, str] = dict(PGX_GAMES)
 PREFIXES = ("gymnax", "jumanji", "pgx")
 
 
+#: gymnax and jumanji environments that fetch data over the network when made, and what they
+#: fetch: listing them (`turbozero envs -v`) marks them instead of making them, as a machine
+#: offline would wait on the retries
+NEEDS_DOWNLOAD = {
+    "gymnax:MNISTBandit-bsuite": "the MNIST images (gymnax.utils.load_mnist, on first use)",
+    "jumanji:Sokoban-v0": "its levels from the Hugging Face Hub (InstaDeepAI/boxoban-levels)",
+}
+
+
 def make(
     env_id: str, *, reward_fn: Callable[..., Any] | str | None = None, one_hot: bool = False
 ) -> Env:

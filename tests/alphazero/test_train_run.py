@@ -360,6 +360,9 @@ def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waitin
     train(cfg, tmp_path / "starved", progress=False)
     out = capsys.readouterr().out
     assert "still waiting for 72 finished positions" in out and "memory_capacity=9" in out
+    # a run that ends without a step says so plainly, once, with what it would take
+    assert out.count("no training step in 2 epochs") == 1
+    assert "the network was not trained" in out and "num_epochs" in out
     rows = [
         json.loads(x) for x in (tmp_path / "starved" / "metrics.jsonl").read_text().splitlines()
     ]
@@ -372,6 +375,7 @@ def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waitin
     train(idle, tmp_path / "idle", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "idle" / "metrics.jsonl").read_text().splitlines()]
     assert not any(row.get("waiting_for_positions") for row in rows) and len(rows) == 2
+    assert "no training step" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

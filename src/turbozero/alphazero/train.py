@@ -361,6 +361,8 @@ class _AlphaZeroRun:
         elif cfg.train_steps_per_epoch:  # (none asked for: not waiting)
             row["waiting_for_positions"] = True
             self._warn_if_starved(run, state, available)
+            if epoch >= cfg.num_epochs:  # the run ends without having learned
+                run.log.info(self._never_trained(state, epoch, available))
         state = state.replace(epoch=state.epoch + 1)
         row.update(self._selfplay_row(selfplay, selfplay_seconds, available))
         return state, row
@@ -430,6 +432,19 @@ class _AlphaZeroRun:
         row["train_steps_per_s"] = cfg.train_steps_per_epoch / max(seconds, 1e-9)
         row["train_seconds"] = seconds
         return state, row
+
+    def _never_trained(self, state: TrainState, epoch: int, available: int) -> str:
+        """The plain statement of a run that ends before its first gradient step."""
+        cfg = self.config
+        finished = int(state.selfplay.memory.episodes_finished)
+        per_game = int(state.env_steps) // max(cfg.num_games, 1)
+        return (
+            f"no training step in {epoch} epochs: {finished} games ended ({per_game} moves "
+            f"played in each of the {cfg.num_games}), leaving {available} positions where a "
+            f"step needs train_batch_size={cfg.train_batch_size}; the network was not trained. "
+            f"Games of {cfg.env} need more epochs (--set num_epochs=...) or more moves per "
+            f"epoch (collection_steps_per_epoch={cfg.collection_steps_per_epoch})"
+        )
 
     def _warn_if_starved(self, run: Run, state: TrainState, available: int) -> None:
         """Say once that the memory may never hold a batch: episodes still running hold slots

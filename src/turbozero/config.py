@@ -15,7 +15,7 @@ import numbers
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -93,6 +93,11 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 class Config:
     """Base of every typed config: validation, dict round trip and overrides."""
 
+    #: settings a run directory may still hold that were removed, with the value that left
+    #: them off: read at that value they are dropped (the run loads as before); at another the
+    #: run is refused in one line
+    REMOVED: ClassVar[dict[str, Any]] = {}
+
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
@@ -121,6 +126,14 @@ class Config:
         names = [f.name for f in dataclasses.fields(cls)]
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
+            if key in cls.REMOVED and key not in names:
+                if value == cls.REMOVED[key]:
+                    continue  # a run written before the setting went, which left it off
+                raise ConfigError(
+                    f"{_prefix + key}={value!r}: that setting was tried, not kept and removed "
+                    f"(docs/benchmarks.md, the lever table); this version cannot rebuild a run "
+                    f"that used it (the version that wrote it can)"
+                )
             if key not in names:
                 raise ConfigError(
                     f"unknown config key {_prefix + key!r}; valid keys: {names}."

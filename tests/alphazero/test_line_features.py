@@ -10,9 +10,7 @@ import pytest
 
 from tests.alphazero.test_selfplay_and_trainer import TINY
 from turbozero.nets.lines import (
-    NUM_GRAVITY_FEATURES,
     NUM_LINE_FEATURES,
-    gravity_features,
     line_cells,
     line_features,
 )
@@ -107,44 +105,18 @@ def test_line_features_is_a_resnet_option_for_k_in_a_row_games_only():
     assert TINY.network.line_features is False  # the class default: the network as before
 
 
-def test_gravity_planes_mark_the_playable_cells_and_how_far_each_empty_cell_waits():
-    """After 3 3 4 (column 3 holds two marks, column 4 one; pgx's row 5 the bottom): the
-    playable cells are row 3 of column 3, row 4 of column 4 and the bottom of the others;
-    an empty cell's plane 1 counts the empty cells below it, over 6; occupied cells read 0."""
-    planes = np.asarray(gravity_features(_connect_four([3, 3, 4])))[0]
-    assert planes.shape == (6, 7, NUM_GRAVITY_FEATURES)
-    playable = {(3, 3), (4, 4)} | {(5, c) for c in (0, 1, 2, 5, 6)}
-    assert set(zip(*np.nonzero(planes[..., 0]), strict=True)) == playable
-    assert planes[0, 0, 1] == pytest.approx(5 / 6)  # the top of an empty column
-    assert planes[0, 3, 1] == pytest.approx(3 / 6)  # above column 3's two marks: rows 1-3
-    assert planes[3, 3, 1] == 0 and planes[5, 0, 1] == 0  # playable now
-    assert planes[4, 3, 1] == 0 and planes[5, 3, 0] == 0  # occupied
-
-
-def test_the_odd_rows_plane_marks_heights_one_three_and_five():
-    """Counted from the bottom (pgx's row 5 is height 1), whatever the position."""
-    for moves in ([], [3, 3, 4]):
-        planes = np.asarray(gravity_features(_connect_four(moves)))[0]
-        assert np.all(planes[[5, 3, 1], :, 2] == 1.0) and np.all(planes[[4, 2, 0], :, 2] == 0.0)
-
-
-def test_gravity_features_is_a_resnet_option_for_games_whose_marks_fall_only():
-    """Connect Four's first convolution reads 2 + 7 + 3 channels with both options; the
-    option is refused for an MLP and for tic-tac-toe, whose marks go anywhere."""
-    from turbozero import envs
-    from turbozero.alphazero.trainer import make_network
+def test_a_run_written_with_the_removed_gravity_setting_loads_when_it_left_it_off():
+    """`network.gravity_features` was tried, not kept and removed: a config.json holding it at
+    false (every run before) still loads; one that used it is refused in one line."""
+    from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.config import ConfigError
 
-    cfg = TINY.with_overrides(
-        ["env=connect_four", "network.kind=resnet", "network.line_features=true",
-         "network.gravity_features=true"]
-    )  # fmt: skip
-    net = make_network(cfg, envs.make("connect_four"))
-    assert net.config.gravity is True
-    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 6, 7, 2)))["params"]
-    assert params["Conv_0"]["kernel"].shape[2] == 2 + NUM_LINE_FEATURES + NUM_GRAVITY_FEATURES
-    with pytest.raises(ConfigError, match=r"network\.gravity_features=true .* network\.kind"):
-        cfg.with_overrides(["network.kind=mlp", "network.line_features=false"])
-    with pytest.raises(ConfigError, match=r"gravity_features=true needs a game .* 'tic_tac_toe'"):
-        cfg.with_overrides(["env=tic_tac_toe"])
-    assert TINY.network.gravity_features is False  # the class default: the network as before
+    before = TINY.to_dict()
+    before["network"]["gravity_features"] = False
+    assert AlphaZeroConfig.from_dict(before) == TINY
+    before["network"]["gravity_features"] = True
+    with pytest.raises(ConfigError, match=r"^network\.gravity_features=True: .* removed") as err:
+        AlphaZeroConfig.from_dict(before)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="unknown config key"):
+        TINY.with_overrides(["network.gravity_features=true"])

@@ -118,7 +118,6 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
                 policy_channels=n.policy_channels,
                 value_channels=n.value_channels,
                 line_length=_line_length(env) if n.line_features else 0,
-                gravity=_has_gravity(env) if n.gravity_features else False,
                 global_pool=n.global_pool,
             )
         )
@@ -128,13 +127,6 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
         value_bins=n.value_bins,
         bounded_value=env.num_players == 2,
     )
-
-
-def _has_gravity(env: Env) -> bool:
-    board = BOARDS.get(env.name)
-    if board is None or not board.gravity:
-        raise ValueError(f"network.gravity_features: {env.name!r}'s marks do not fall in columns")
-    return True
 
 
 def _line_length(env: Env) -> int:

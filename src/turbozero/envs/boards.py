@@ -135,7 +135,6 @@ class Board:
         perfect: whether the arena has a perfect player (`turbozero.arena.perfect_agent`).
         solver_extra: the pip extra that player needs (None: none).
         solved: whether solver-labelled positions exist (`turbozero.arena.accuracy`).
-        gravity: a move fills the lowest empty cell of a column (`network.gravity_features`).
     """
 
     cells: Callable[[], list[Cell]] | None
@@ -146,7 +145,6 @@ class Board:
     perfect: bool = False
     solver_extra: str | None = None
     solved: bool = False
-    gravity: bool = False
 
 
 #: one entry per built-in game that has more than its rules here; adding a game is one entry
@@ -167,7 +165,6 @@ BOARDS: dict[str, Board] = {
         perfect=True,
         solver_extra="solvers",
         solved=True,
-        gravity=True,
     ),
     "othello": Board(  # GRID_SIZE 30, 8x8 from (15, 15); action 64 is pass
         cells=lambda: _grid(8, 8, origin=15.0, cell=30.0),

@@ -20,10 +20,6 @@ from turbozero.types import Array
 #: moved first
 NUM_LINE_FEATURES = 7
 
-#: planes `gravity_features` adds: the cells playable now, how far below each empty cell the
-#: column is still empty, and the rows at odd height
-NUM_GRAVITY_FEATURES = 3
-
 
 def line_cells(rows: int, cols: int, k: int) -> np.ndarray:
     """Every line of `k` cells on a `rows` x `cols` board (rows, columns and both diagonals),
@@ -88,35 +84,3 @@ def line_features(x: Array, k: int) -> Array:
     first = (marks[:, 0] == marks[:, 1]).astype(jnp.float32)  # [B]
     first = jnp.broadcast_to(first[:, None, None], (batch, rows * cols, 1))
     return jnp.concatenate([planes, first], -1).reshape(batch, rows, cols, NUM_LINE_FEATURES)
-
-
-def gravity_features(x: Array) -> Array:
-    """Per cell, when it can be played, for games whose marks fall to the lowest empty cell of
-    their column (Connect Four; pgx's row 0 is the top).
-
-    A threat (a cell that completes a line, `line_features`' planes 0 and 1) wins or must be
-    blocked at once only when its cell is playable now, and which side can force it later
-    depends on its row's parity (Connect Four's odd and even threats); these planes hand a
-    small network where and at which parity (which side that parity favours follows from who
-    moved first: `line_features`' plane 6, or the count of marks). Plane 0 is 1 on the empty
-    cell at the bottom of each column's stack (the cells a move can fill now); plane 1 counts
-    the empty cells below an empty cell, over the number of rows (0 for playable and occupied
-    cells); plane 2 is 1 on the rows at odd height counted from the bottom (1, 3, 5, ...),
-    where the first player's threats count.
-
-    Args:
-        x: `[B, H, W, C]` with `C >= 2`: the mover's marks in channel 0, the opponent's in 1.
-
-    Returns:
-        `[B, H, W, NUM_GRAVITY_FEATURES]` float32.
-    """
-    batch, rows, cols = x.shape[0], x.shape[1], x.shape[2]
-    filled = x[..., :2].astype(jnp.float32).sum(-1)  # [B, H, W]
-    empty = 1.0 - filled
-    # empty cells strictly below each cell: a reversed cumulative sum down the column
-    below = jnp.flip(jnp.cumsum(jnp.flip(empty, axis=1), axis=1), axis=1) - empty  # [B, H, W]
-    playable = empty * (below == 0)
-    height = rows - np.arange(rows)  # [H]: the bottom row has height 1
-    odd = np.broadcast_to((height % 2 == 1)[:, None], (rows, cols)).astype(np.float32)
-    odd_rows = jnp.broadcast_to(jnp.asarray(odd), (batch, rows, cols))
-    return jnp.stack([playable, empty * below / rows, odd_rows], axis=-1)

@@ -7,7 +7,7 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
-from turbozero.nets.lines import gravity_features, line_features
+from turbozero.nets.lines import line_features
 from turbozero.struct import ADDED_LATER
 from turbozero.types import Array
 from turbozero.validate import check_count
@@ -33,8 +33,6 @@ class AZResnetConfig:
             reads the torso through `H * W * value_channels` numbers.
         line_length: 0, or the `k` of a game won by k marks in a row: the network also reads
             `turbozero.nets.lines.line_features` of its board (7 more input planes).
-        gravity: the network also reads `turbozero.nets.lines.gravity_features` of its board
-            (3 more input planes), for games whose marks fall down their column.
         global_pool: every residual block adds to each cell a bias per channel computed from
             the whole board (the mean and the maximum over the board of the block's first
             convolution, through a dense layer; KataGo's global pooling), so that a cell's
@@ -55,7 +53,6 @@ class AZResnetConfig:
     policy_channels: int = dataclasses.field(default=2, metadata=ADDED_LATER)
     value_channels: int = dataclasses.field(default=1, metadata=ADDED_LATER)
     line_length: int = dataclasses.field(default=0, metadata=ADDED_LATER)
-    gravity: bool = dataclasses.field(default=False, metadata=ADDED_LATER)
     global_pool: bool = dataclasses.field(default=False, metadata=ADDED_LATER)
 
     def __post_init__(self) -> None:
@@ -125,8 +122,6 @@ class AZResnet(nn.Module):
         board = x
         if cfg.line_length:
             x = jnp.concatenate([x, line_features(board, cfg.line_length)], axis=-1)
-        if cfg.gravity:
-            x = jnp.concatenate([x, gravity_features(board)], axis=-1)
         x = nn.Conv(cfg.num_channels, (3, 3), use_bias=False)(x)
         x = nn.relu(_Norm(cfg.norm)(x, train))
         for _ in range(cfg.num_blocks):

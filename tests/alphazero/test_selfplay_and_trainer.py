@@ -102,7 +102,6 @@ def test_hot_functions_compile_once_per_run(compiled):
         ("search.full_fraction=0", "search.full_fraction"),
         ("search.forced_playouts=-1", "search.forced_playouts"),
         ("opening_moves=-1", "opening_moves"),
-        ("root_value=max", "root_value"),
         ("search.selector=gumbel search.forced_playouts=2", "search.forced_playouts applies"),
         ("search.fpu=parent", "search.fpu"),
         ("search.selector=muzero_puct search.fpu=node", "search.fpu=node and"),
@@ -447,64 +446,22 @@ def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only():
     assert mem.assigned[:, :9][~full].any()  # cheap positions still get value targets
 
 
-def test_the_greedy_root_value_is_the_q_of_the_most_visited_move():
-    """`root_value="best"` stores the Q of each root's most visited move for the player to move
-    (ties, as Gumbel's sequential halving leaves them, to the higher Q; the root's mean value
-    where nothing was visited); the class default, "mean", stores the root's mean."""
-    import jax.numpy as jnp
+def test_self_play_stores_the_roots_mean_values_and_logs_their_sum():
+    az = make_alphazero(TINY)
+    state = az.init(jax.random.PRNGKey(0))
+    state, metrics = jax.jit(az.collect, static_argnums=1)(state, 3)
+    stored = np.asarray(state.selfplay.memory.experience["root_value"][:, :3])
+    assert np.all(np.abs(stored) <= 1) and np.any(stored != 0)
+    np.testing.assert_allclose(metrics["root_value_sum"], stored.sum(), rtol=1e-5)
 
-    from turbozero.alphazero.selfplay import greedy_root_value, make_selfplay
-    from turbozero.search import SearchOutput
 
-    visits = jnp.array([[1, 5, 2], [0, 0, 0], [3, 0, 3]], jnp.int32)
-    q = jnp.array([[0.9, -0.2, 0.5], [0.0, 0.0, 0.0], [-0.6, 0.0, 0.4]])
-    zeros = jnp.zeros((3,), jnp.int32)
-    out = SearchOutput(
-        action=zeros,
-        action_weights=visits / 8.0,
-        root_value=jnp.array([0.1, 0.3, -0.1]),
-        q_values=q,
-        visit_counts=visits,
-        max_depth=zeros,
-        tree_fullness=jnp.zeros((3,)),
-        full_events=zeros,
-        root_player=zeros,
-    )
-    np.testing.assert_allclose(greedy_root_value(out), [-0.2, 0.3, 0.4])
-
-    # X (to move) wins at once with square 2: the search's greedy value is the win, +1 for
-    # the mover, while the mean over its simulations is pulled down by the other moves
-    az = make_alphazero(TINY.with_overrides(["root_value=best"]))
-    env = az.env
-    state, _ = env.init(jax.random.PRNGKey(0))
-    for square in (0, 3, 1, 4):
-        state, _ = env.step(state, jnp.int32(square), jax.random.PRNGKey(0))
-    batch = jax.tree_util.tree_map(lambda x: jnp.stack([x] * TINY.num_games), state)
-    params = az.init(jax.random.PRNGKey(0)).params
-    search = az.selfplay.search
-    _, found = search.search(search.init(TINY.num_games), params, batch, jax.random.PRNGKey(1))
-    assert np.all(np.asarray(found.action) == 2)
-    np.testing.assert_allclose(greedy_root_value(found), 1.0, rtol=1e-6)
-    assert np.all(np.asarray(found.root_value) < 0.99)
-
-    stored = []
-    for kind in ("mean", "best"):
-        az = make_alphazero(TINY.with_overrides([f"root_value={kind}"]))
-        state = az.init(jax.random.PRNGKey(0))
-        state, metrics = jax.jit(az.collect, static_argnums=1)(state, 3)
-        stored.append(np.asarray(state.selfplay.memory.experience["root_value"][:, :3]))
-        # (the logged sum is of the values stored, whichever kind they are)
-        np.testing.assert_allclose(metrics["root_value_sum"], stored[-1].sum(), rtol=1e-5)
-    assert np.all(np.abs(stored[0]) <= 1) and np.all(np.abs(stored[1]) <= 1)
-    assert not np.allclose(stored[0], stored[1])  # the same games, other values stored
-    with pytest.raises(ValueError, match=r"root_value must be one of \('mean', 'best'\)"):
-        make_selfplay(
-            az.selfplay.search,
-            az.selfplay.memory,
-            batch_size=TINY.num_games,
-            max_episode_steps=9,
-            root_value="max",
-        )
+def test_a_run_written_with_the_removed_root_value_setting_loads_when_it_was_the_mean():
+    """`root_value=best` was tried, not kept and removed with the setting: a config.json with
+    `"root_value": "mean"` (every run before, by default) loads; "best" is refused in one line."""
+    before = TINY.to_dict()
+    assert AlphaZeroConfig.from_dict({**before, "root_value": "mean"}) == TINY
+    with pytest.raises(ConfigError, match=r"^root_value='best': .* removed"):
+        AlphaZeroConfig.from_dict({**before, "root_value": "best"})
 
 
 def test_opening_moves_start_games_after_random_legal_moves_that_never_end_them(tic_tac_toe):

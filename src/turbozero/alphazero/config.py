@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from turbozero.alphazero.selfplay import ROOT_VALUES
 from turbozero.config import (
     SEED_MAX,
     SEED_MIN,
@@ -143,6 +142,10 @@ class SearchConfig(Config):
 class AlphaZeroConfig(Config):
     """Everything a training run needs; the seed is part of it."""
 
+    #: removed settings, at the value that left them off (`Config.REMOVED`): `root_value=best`
+    #: (the Q of the most visited move as the value target's search share) was not kept
+    REMOVED: ClassVar[dict[str, Any]] = {"root_value": "mean"}
+
     env: str = "tic_tac_toe"
     reward_fn: str | None = None  # jumanji games: "uncovered_share" or "pkg.module:function"
     seed: int = 0
@@ -167,7 +170,6 @@ class AlphaZeroConfig(Config):
     value_weight: float = 1.0
     value_scale: float = 1.0
     root_value_weight: float = 0.0  # value target: (1 - w) * outcome + w * search root value
-    root_value: str = "mean"  # that root value: mean | best (Q of the most visited move)
     reanalyse_positions: int = 0  # stored positions searched again per epoch; 0: off
     train_batch_size: int = 256
     warmup_steps: int = 8  # self-play steps before the first epoch
@@ -237,7 +239,6 @@ class AlphaZeroConfig(Config):
         check_range("value_scale", self.value_scale, low=0, low_inclusive=False)
         check_range("value_weight", self.value_weight, low=0)
         check_range("root_value_weight", self.root_value_weight, low=0, high=1)
-        check_choice("root_value", self.root_value, list(ROOT_VALUES))
         check_range("reanalyse_positions", self.reanalyse_positions, low=0)
         check_range("train_batch_size", self.train_batch_size, low=1)
         check_range("warmup_steps", self.warmup_steps, low=0)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from turbozero.alphazero.augment import check_augment_fns
-from turbozero.alphazero.selfplay import AugmentFn, check_root_value, stored_root_value
+from turbozero.alphazero.selfplay import AugmentFn
 from turbozero.memory import EpisodeBufferState
 from turbozero.search import Search
 from turbozero.types import Array, Params, PRNGKey
@@ -52,11 +52,9 @@ class Reanalyse(NamedTuple):
     num_positions: int
 
 
-def validate_reanalyse_args(*, num_positions: int, root_value: str) -> int:
+def validate_reanalyse_args(*, num_positions: int) -> int:
     """Check `make_reanalyse`'s settings; returns `num_positions`."""
-    num_positions = check_count("num_positions", num_positions, low=1)
-    check_root_value(root_value)
-    return num_positions
+    return check_count("num_positions", num_positions, low=1)
 
 
 def pick_held(memory: EpisodeBufferState, key: PRNGKey, *, num: int) -> tuple[Array, Array]:
@@ -93,7 +91,6 @@ def make_reanalyse(
     *,
     num_positions: int,
     augment_fns: Sequence[AugmentFn] = (),
-    root_value: str = "mean",
 ) -> Reanalyse:
     """Configure reanalysis over memory filled by `make_selfplay(..., store_states=True)`.
 
@@ -102,11 +99,10 @@ def make_reanalyse(
             made as the originals were).
         num_positions: stored positions searched again per call (one batch of R trees), >= 1.
         augment_fns: the augmentations self-play stores copies with, in the same order.
-        root_value: what replaces the stored root value, as in `make_selfplay`.
 
     `run` consumes its `key` (the picks and the searches' root noise).
     """
-    num_positions = validate_reanalyse_args(num_positions=num_positions, root_value=root_value)
+    num_positions = validate_reanalyse_args(num_positions=num_positions)
     check_augment_fns(search.env, list(augment_fns))
     mapped = jax.vmap(symmetric_policy(augment_fns))
     env = search.env
@@ -135,7 +131,7 @@ def make_reanalyse(
 
         states = jax.tree_util.tree_map(lambda leaf: rows(leaf, source), exp["state"])
         _, out = search.search(search.init(num_positions), params, states, k_search, 0.0)
-        value = stored_root_value(out, root_value)
+        value = out.root_value
         old = rows(exp["policy"])
         played = jax.vmap(env.observe)(states)
         legal = jax.vmap(env.metadata)(states).action_mask

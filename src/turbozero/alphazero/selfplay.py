@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from turbozero import struct
 from turbozero.memory import EpisodeBuffer, EpisodeBufferState
-from turbozero.search import Search, SearchOutput, Tree, value_vector
+from turbozero.search import Search, Tree, value_vector
 from turbozero.types import Array, Params, PRNGKey, PyTree
 from turbozero.validate import check_count, check_number
 
@@ -58,32 +58,6 @@ def temperature_schedule(move: Array, *, temperature: float, temperature_moves: 
     return jnp.where(move < temperature_moves, temperature, 0.0)
 
 
-ROOT_VALUES = ("mean", "best")
-
-
-def greedy_root_value(out: SearchOutput) -> Array:
-    """`[B]` the Q of each root's most visited move, for the player to move (among moves
-    visited equally often, as Gumbel's sequential halving leaves its survivors, the highest
-    Q); the root's mean value where no child was visited."""
-    visits = out.visit_counts
-    most = (visits == jnp.max(visits, axis=-1, keepdims=True)) & (visits > 0)
-    q = jnp.max(jnp.where(most, out.q_values, -jnp.inf), axis=-1)
-    return jnp.where(jnp.any(most, axis=-1), q, out.root_value)
-
-
-def check_root_value(root_value: str) -> str:
-    """Refuse a `root_value` outside `ROOT_VALUES`, naming the allowed ones."""
-    if root_value not in ROOT_VALUES:
-        raise ValueError(f"root_value must be one of {ROOT_VALUES}, got {root_value!r}")
-    return root_value
-
-
-def stored_root_value(out: SearchOutput, root_value: str) -> Array:
-    """`[B]` the root value a searched position keeps for its value target: the search's mean
-    value ("mean") or the Q of its most visited move ("best", `greedy_root_value`)."""
-    return greedy_root_value(out) if root_value == "best" else out.root_value
-
-
 def make_selfplay(
     search: Search,
     memory: EpisodeBuffer,
@@ -96,7 +70,6 @@ def make_selfplay(
     fast_search: Search | None = None,
     full_fraction: float = 1.0,
     opening_moves: int = 0,
-    root_value: str = "mean",
     store_states: bool = False,
 ) -> SelfPlay:
     """Configure self-play over `search.env`.
@@ -120,12 +93,6 @@ def make_selfplay(
             not stored (a move that would end the game is skipped), so that the replay memory
             also holds positions that strong self-play does not reach. 0: games start from
             `env.init`.
-        root_value: the search value stored with each position (the value target's
-            `root_value_weight` share): "mean", the root's mean value over the search's
-            simulations, or "best", the Q of the root's most visited move (`greedy_root_value`):
-            a greedy value, which the search's exploratory visits to weaker moves do not pull
-            down (after the greedy backups of Willemsen, Baier and Kaisers, 2021, "Value
-            targets in off-policy AlphaZero: a new greedy backup").
         store_states: also store each position's environment state (`"state"`) and the
             index of the symmetry its copy was made with (`"symmetry"`: 0 as played, `k` the
             `k`-th of `augment_fns`), which `turbozero.alphazero.reanalyse` searches again.
@@ -135,7 +102,6 @@ def make_selfplay(
     temperature = check_number("temperature", temperature, low=0.0)
     temperature_moves = check_count("temperature_moves", temperature_moves, low=0)
     opening_moves = check_count("opening_moves", opening_moves, low=0)
-    check_root_value(root_value)
     env = search.env
     P = env.num_players
     if (memory.num_games, memory.num_players) != (batch_size, P):
@@ -227,7 +193,7 @@ def make_selfplay(
             tree, out = jax.lax.cond(full, search.search, fast_search.search, *args)
             target = jnp.where(full, out.action_weights, 0.0)  # fast: no policy target
         obs = jax.vmap(env.observe)(state.env_states)
-        stored = stored_root_value(out, root_value)
+        stored = out.root_value  # the root's mean value: the value target's search share
         here = state.env_states
         mem = memory.add(
             state.memory, experience(obs, target, md.action_mask, stored, here), md.cur_player_id
@@ -273,7 +239,7 @@ def make_selfplay(
             "truncated": jnp.sum(truncated.astype(jnp.float32)),
             "episode_length_sum": jnp.sum(donef * nmd.step),
             "episode_return_sum": jnp.sum(donef * episode_return[:, 0]),
-            "root_value_sum": jnp.sum(stored),  # (the values stored: `root_value`'s kind)
+            "root_value_sum": jnp.sum(stored),
             "search_depth_sum": jnp.sum(out.max_depth.astype(jnp.float32)),
             "tree_fullness_sum": jnp.sum(out.tree_fullness),
             "full_events": jnp.sum(out.full_events.astype(jnp.float32)),

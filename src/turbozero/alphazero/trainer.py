@@ -271,7 +271,6 @@ def make_alphazero(
         fast_search=fast_search,
         full_fraction=cfg.search.full_fraction,
         opening_moves=cfg.opening_moves,
-        root_value=cfg.root_value,
         store_states=cfg.reanalyse_positions > 0,
     )
     reanalyse = None
@@ -280,7 +279,6 @@ def make_alphazero(
             search,
             num_positions=cfg.reanalyse_positions,
             augment_fns=augment,
-            root_value=cfg.root_value,
         )
     lr = learning_rate_schedule(cfg)
     if optimizer is None:

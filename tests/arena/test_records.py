@@ -105,6 +105,25 @@ def test_pick_games_shows_the_worst_games_from_both_sides(tic_tac_toe):
     worst = min(("loss", "draw", "win").index(game_outcome(r, g)) for g in range(16))
     assert ("loss", "draw", "win").index(game_outcome(r, picked[0])) == worst
     assert pick_games(r, 100) == pick_games(r, 16) and len(pick_games(r, 100)) == 16
+    assert sorted(pick_games(r, 100)) == list(range(16))
+
+
+def test_pick_games_shows_one_game_of_each_result_that_occurred(tic_tac_toe):
+    """A strong agent's wins with a few draws: the gallery shows a draw and a win, where the
+    worst-first order alone showed only draws."""
+    r = play_match(
+        tic_tac_toe,
+        perfect_agent(tic_tac_toe),
+        random_agent(tic_tac_toe),
+        jax.random.PRNGKey(10),  # (draws on both sides: worst-first showed two draws)
+        num_games=32,
+        max_steps=9,
+    )
+    occurred = {game_outcome(r, g) for g in range(32)}
+    assert occurred >= {"win", "draw"}, occurred  # (this seed: both, and no loss)
+    picked = pick_games(r, len(occurred))
+    assert {game_outcome(r, g) for g in picked} == occurred
+    assert game_outcome(r, picked[0]) == ("loss" if "loss" in occurred else "draw")
 
 
 def test_records_page_shows_results_named_moves_and_every_position(tic_tac_toe, result):

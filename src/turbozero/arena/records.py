@@ -99,19 +99,29 @@ def game_outcome(result: MatchResult, game: int) -> str:
 
 
 def pick_games(result: MatchResult, count: int) -> list[int]:
-    """Up to `count` games worth looking at: losses first, then draws, then wins, from both sides.
+    """Up to `count` games worth looking at: in a two-player match, first one game of each
+    result that occurred (loss, draw, win: a 60-4-0 score shows a win and a draw, not two
+    draws), then the rest, losses first, then draws, then wins.
 
     Returns game indices, alternating games where agent A moved first and second where both
     exist.
     """
     rank = {"loss": 0, "draw": 1, "win": 2}
     order = sorted(range(result.num_games), key=lambda g: (rank.get(game_outcome(result, g), 0), g))
-    sides = [[g for g in order if bool(result.a_first[g]) == first] for first in (True, False)]
+    a_first = [bool(x) for x in np.asarray(result.a_first)]
     picked: list[int] = []
+    for outcome in rank if result.name_b else ():
+        games = [g for g in order if game_outcome(result, g) == outcome]
+        if games and len(picked) < count:
+            side = not picked or not a_first[picked[-1]]  # the other side than the last pick
+            picked.append(next((g for g in games if a_first[g] == side), games[0]))
+    sides = [[g for g in order if g not in picked and a_first[g] == f] for f in (True, False)]
+    if picked and a_first[picked[-1]]:
+        sides.reverse()  # go on from the side the last pick did not move first on
     while len(picked) < min(count, result.num_games):
-        for side in sides:
-            if side and len(picked) < count:
-                picked.append(side.pop(0))
+        for side_games in sides:
+            if side_games and len(picked) < count:
+                picked.append(side_games.pop(0))
     return picked
 
 

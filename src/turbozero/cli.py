@@ -232,7 +232,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "env": env.name,
             "positions": acc.num_positions,
             "accuracy_result": acc.result,
-            "mistakes": round((1.0 - acc.result) * acc.num_positions),  # moves losing the result
+            "mistakes": acc.mistakes,
             "accuracy_best": acc.best,
             "phases": acc.phases,
             "by_result": acc.by_result,

@@ -109,6 +109,11 @@ class Accuracy:
     phases: dict[str, dict[str, float]]
     by_result: dict[str, dict[str, float]]
 
+    @property
+    def mistakes(self) -> int:
+        """Positions whose move lost the result (what a share at one decimal hides)."""
+        return round((1.0 - self.result) * self.num_positions)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

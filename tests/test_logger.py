@@ -94,9 +94,11 @@ def test_the_epoch_line_shows_each_opponent_accuracy_and_numbers_as_numbers():
         "eval/accuracy/result": 0.923,
         "eval/accuracy/best": 0.718,
         "elo": 35.0,
+        "elo/games": 12,
     }
     line = epoch_line(row, 1000, 75.0)
-    assert line.startswith("Epoch 14/1000: loss=2.185 positions_per_s=730.1 elo=35 ")
+    # the rating with the games it rests on (a 1-1 start reads as elo=0)
+    assert line.startswith("Epoch 14/1000: loss=2.185 positions_per_s=730.1 elo=35 (12 games) ")
     assert "| vs random W/D/L 100%/0%/0% | vs perfect W/D/L 0%/75%/25% " in line
     assert "| accuracy 92.30% (best move 71.8%) | 0:01:15 left" in line
     assert "'" not in line and "score" not in line  # no quoted numbers, no blended score
@@ -128,11 +130,13 @@ def test_a_one_player_epoch_line_shows_the_network_alone_and_2048s_tiles():
     assert line == "Epoch 25/100: loss=4.3 return=3416 network/return=1531 max_tile=270"
 
 
-def test_time_left_follows_the_pace_and_the_wall_clock_budget(tmp_path):
+def test_time_left_follows_the_pace_leaves_out_compiling_and_keeps_the_wall_clock_budget(tmp_path):
     rd = RunDir(tmp_path / "run").create()
     log = MetricsLogger(rd, total_epochs=100, progress=False)
     assert log.seconds_left({"epoch": 10, "wall_seconds": 50.0}) == 450.0  # a resumed run
     assert log.seconds_left({"epoch": 12, "wall_seconds": 54.0}) == 88 * 2.0  # pace since then
+    first = MetricsLogger(rd, total_epochs=100, progress=False)  # 40 s of it compiling
+    assert first.seconds_left({"epoch": 1, "wall_seconds": 42.0, "compile_seconds": 40.0}) == 198
     budget = MetricsLogger(
         rd, total_epochs=100, progress=False, config=AlphaZeroConfig(max_wall_seconds=60.0)
     )

@@ -8,14 +8,24 @@ import jax
 import numpy as np
 import pytest
 
-from turbozero.arena import perfect_agent, play_match, random_agent, render_game_svgs, replay_game
+import turbozero
+from turbozero.arena import (
+    perfect_agent,
+    play_match,
+    random_agent,
+    records,
+    render_game_svgs,
+    replay_game,
+)
 from turbozero.arena.records import (
     fit_svg,
     game_outcome,
+    packed_frames,
     pick_games,
     records_page,
     replay_game_movers,
 )
+from turbozero.envs.boards import point_numbers
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +151,76 @@ def test_records_page_shows_results_named_moves_and_every_position(tic_tac_toe, 
         assert len(named) == n and "action " not in section
     assert page.count("viewBox") == page.count("<svg")  # every board scales to its frame
     assert "<script>" in page and "http" not in page.replace("http://www.w3.org", "")
+
+
+@pytest.fixture(scope="module")
+def play2048():
+    return turbozero.envs.make("2048")
+
+
+@pytest.fixture(scope="module")
+def backgammon():
+    return turbozero.envs.make("backgammon")
+
+
+def test_a_2048_record_says_where_each_new_tile_fell(play2048):
+    r = play_match(
+        play2048, random_agent(play2048), None, jax.random.PRNGKey(4), num_games=1, max_steps=12
+    )
+    page = records_page(play2048, {"self": r}, 1, "2048")
+    moves = re.findall(r"<li>[^<]*</li>", page)
+    assert len(moves) == int(r.lengths[0]) == 12
+    states = replay_game(play2048, r, 0)
+    for t, move in enumerate(moves):  # "left, then a 2 at c1": the tile the next board shows
+        m = re.fullmatch(
+            r"<li>random: (left|up|right|down), then a ([24]) at ([a-d])([1-4])</li>", move
+        )
+        assert m, move
+        cell = 4 * (int(m.group(4)) - 1) + "abcd".index(m.group(3))
+        exponent = int(np.asarray(states[t + 1]._board)[cell])
+        assert 2**exponent == int(m.group(2))
+
+
+def test_a_long_game_is_sent_compressed_with_every_board(play2048, monkeypatch):
+    r = play_match(
+        play2048, random_agent(play2048), None, jax.random.PRNGKey(4), num_games=1, max_steps=40
+    )
+    inline = records_page(play2048, {"self": r}, 1, "2048")
+    monkeypatch.setattr(records, "FRAMES_INLINE_BYTES", 10_000)
+    packed = records_page(play2048, {"self": r}, 1, "2048")
+    assert packed_frames(inline) is None and inline.count("<svg") == 41
+    frames = packed_frames(packed)
+    assert frames is not None and "<svg" not in packed.split("<script>")[0]
+    figures = r"<figure><figcaption>(.*?)</figcaption><div class='frame'>(.*?)</div>"
+    expected = re.findall(figures, inline.split("<script>")[0])  # (not the script's template)
+    assert [tuple(f) for f in frames] == expected  # the same captions and boards
+    assert len(packed) * 10 < len(inline)  # consecutive boards compress well
+
+
+def test_a_backgammon_record_numbers_the_points_from_agent_a_side_and_names_its_colour(
+    backgammon,
+):
+    r = play_match(
+        backgammon,
+        random_agent(backgammon),
+        random_agent(backgammon),
+        jax.random.PRNGKey(2),
+        num_games=2,
+        max_steps=8,
+    )
+    page = records_page(backgammon, {"random": r}, 2, "backgammon")
+    sections = page.split("<section class='game'>")[1:]
+    assert len(sections) == 2
+    for section, g in zip(sections, pick_games(r, 2), strict=True):
+        start = replay_game(backgammon, r, g)[0]
+        mover_black = int(start._turn) == 0
+        a_moves = int(start.current_player) == int(r.player_a[g])
+        colour = "black" if mover_black == a_moves else "white"
+        side = "first" if bool(r.a_first[g]) else "second"
+        assert f"random ({side}, {colour}) vs random" in section
+        first_board = section[section.index("<svg") : section.index("</svg>")]
+        numbers = re.findall(r"<text x='([\d.]+)' y='([\d.]+)'[^>]*>(\d+)</text>", first_board)
+        assert len(numbers) == 24
+        expected = point_numbers(black=colour == "black")
+        assert [[n, float(x), float(y)] for x, y, n in numbers] == expected
+    assert re.search(r"\(die [1-6]\), then rolled [1-6]-[1-6]</li>", page)  # the dice that fell

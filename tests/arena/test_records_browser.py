@@ -12,6 +12,7 @@ import re
 import jax
 import pytest
 
+import turbozero
 from tests.play.test_browser import run_chromium
 from turbozero.arena import perfect_agent, play_match, random_agent
 from turbozero.arena import records as records_module
@@ -79,3 +80,21 @@ def test_the_measure_sees_a_board_cut_off_when_nothing_scales_it(pages, tmp_path
     monkeypatch.setattr(records_module, "fit_svg", lambda svg: svg)  # pgx's fixed-size drawing
     boards = overflow_per_board(tmp_path, records_page(env, results, 2, "connect_four"))
     assert max(boards) > 20, boards
+
+
+def test_a_long_game_sent_compressed_is_drawn_by_the_page_with_every_board(tmp_path, monkeypatch):
+    env = turbozero.envs.make("2048")
+    r = play_match(env, random_agent(env), None, jax.random.PRNGKey(4), num_games=1, max_steps=30)
+    monkeypatch.setattr(records_module, "FRAMES_INLINE_BYTES", 10_000)
+    page = records_page(env, {"self": r}, 1, "2048")
+    assert "<figure>" not in page.split("<script>")[0]  # every board is in the packed block
+    path = tmp_path / "packed.html"
+    path.write_text(page)
+    dom = run_chromium(tmp_path, path.as_uri(), "--dump-dom")
+    assert 'data-ready="1"' in dom, dom[-2000:]
+    figures = re.findall(
+        r"<figure[^>]*><figcaption>(.*?)</figcaption><div class=\"frame\"><svg", dom
+    )
+    assert len(figures) == 31 and figures[0] == "start"
+    assert re.fullmatch(r"move 30 of 30: random plays \w+, then a [24] at [a-d][1-4]", figures[-1])
+    assert len(re.findall(r'<figure class="now">', dom)) == 1  # the last board shown

@@ -110,6 +110,11 @@ def test_clicks_in_the_browser_play_a_whole_game_with_legal_replies_and_the_righ
     # the last move framed by a square (a ring read as an O over an X), the winning line drawn
     assert re.search(r'<rect[^>]*id="last-move"', dom)
     assert ('id="winning-line"' in dom) == (expected != "draw")
+    # the columns and rows named as the moves are (a..c, 1..3), and the human's mark said
+    labels = re.findall(r'<text[^>]*class="board-label"[^>]*>([^<]*)</text>', dom)
+    assert sorted(labels) == ["1", "2", "3", "a", "b", "c"]
+    mark = "X" if human_first else "O"
+    assert f"you play {mark})" in dom
 
 
 def test_a_screenshot_of_a_game_in_progress_is_a_png(served, tmp_path):
@@ -147,6 +152,13 @@ def test_2048_in_the_browser_by_buttons_and_arrow_keys_then_the_agent_moves_and_
     assert [h["by"] for h in state["history"]].count("agent") == 2 + summary["watched"]
     assert summary["score"].startswith(f"Score: {state['score']:g}")
     assert re.search(r'<rect[^>]*id="new-tile"', dom)  # the tile that fell is framed
+    if not state["over"]:  # the four arrows stay, those that would change nothing disabled
+        buttons = re.findall(r'<button[^>]*data-action="(\d)"[^>]*>', dom)
+        assert sorted(int(a) for a in buttons) == [0, 1, 2, 3]
+        disabled = [
+            b for b in re.findall(r'<button[^>]*data-action="\d"[^>]*>', dom) if "disabled" in b
+        ]
+        assert len(disabled) == 4 - len(state["legal"])
     final, returns = replay_outcomes(game, state["history"])
     assert returns[0] == state["score"]
 
@@ -167,6 +179,23 @@ def test_backgammon_in_the_browser_moves_from_the_list_and_shows_the_dice(
     assert summary["history"] == state["history"]
     assert all(h["label"] == PASS or MOVE.match(h["label"]) for h in state["history"])
     assert any(h["chance"] for h in state["history"])  # turns passed with the dice rolled
-    assert len(re.findall(r'<text[^>]*class="board-label"', dom)) == 24  # the points numbered
+    labels = re.findall(r'<text[^>]*class="board-label"[^>]*>([^<]*)</text>', dom)
+    assert len(labels) == 26 and sorted(labels[24:]) == ["the agent's off", "your checkers off"]
+    assert "numbered from its own side" in dom  # the agent's moves are written from its side
+    # the agent's last turn drawn as arrows, one per checker it moved
+    assert len(re.findall(r'<line[^>]*class="agent-arrow"', dom)) == len(state["agent_arrows"])
+    last_agent = [h for h in _last_run(state["history"], "agent") if h["label"] != PASS]
+    assert len(state["agent_arrows"]) == len(last_agent)
     final, _ = replay_outcomes(game, state["history"])
     assert (final._board == game._plies[-1].state._board).all()
+
+
+def _last_run(history: list[dict], by: str) -> list[dict]:
+    """The moves of `by`'s last run of moves in `history` (its last turn), in order."""
+    ends = [i for i, h in enumerate(history) if h["by"] == by]
+    if not ends:
+        return []
+    first = last = ends[-1]
+    while first > 0 and history[first - 1]["by"] == by:
+        first -= 1
+    return history[first : last + 1]

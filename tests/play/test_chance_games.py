@@ -21,7 +21,14 @@ from turbozero.alphazero import train
 from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
 from turbozero.envs.boards import backgammon_move
 from turbozero.play import Game
-from turbozero.play.games import game_view, move_choices, point_numbers
+from turbozero.play.games import (
+    agent_turn_marks,
+    backgammon_marks,
+    game_view,
+    move_choices,
+    off_labels,
+    point_numbers,
+)
 
 #: a couple of seconds of training on a warm compilation cache: a run for `load_agent`
 TINY_CHANCE = dict(
@@ -253,7 +260,7 @@ def test_backgammon_shows_the_dice_and_its_moves_one_to_one_with_the_legal_mask(
     state = new_game(url)
     assert state["players"] == 2 and state["score"] is None and state["svg"].startswith("<svg")
     assert state["colour"] in ("black", "white") and state["tiles"] is None
-    numbers = sorted(int(label[0]) for label in state["board_labels"])
+    numbers = sorted(int(label[0]) for label in state["board_labels"] if label[0].isdigit())
     assert numbers == list(range(1, 25))
     rolls = 0
     for _ in range(20):
@@ -393,4 +400,58 @@ def test_point_numbers_lie_on_the_columns_pgx_draws_the_checkers_in():
     mover_is_black = int(state._turn) == 0
     human_is_black = mover_is_black == (int(state.current_player) == 0)
     assert view["colour"] == ("black" if human_is_black else "white")
-    assert view["board_labels"] == point_numbers(black=human_is_black)
+    assert view["board_labels"][:24] == point_numbers(black=human_is_black)
+
+
+def _action(start: int, die: int) -> int:
+    """pgx's action for a move from `start` (the mover's numbering, 25 the bar) with `die`."""
+    source = 1 if start == 25 else 24 - start + 2
+    return 6 * source + die - 1
+
+
+def test_the_agents_moves_are_arrows_between_the_points_numbered_from_the_movers_side():
+    black = {int(n): (x, y) for n, x, y in point_numbers(black=True)}
+    assert backgammon_move(_action(13, 5)) == (13, 8, 5)
+    assert backgammon_marks(_action(13, 5), mover_black=True) == [*black[13], *black[8]]
+    # white's 13-point is black's 12-point: the same move lies on the mirrored points
+    assert backgammon_marks(_action(13, 5), mover_black=False) == [*black[12], *black[17]]
+    x1, y1, x2, y2 = backgammon_marks(_action(25, 3), mover_black=True)  # from the bar
+    assert (x2, y2) == black[22]
+    assert 6 * 25 < x1 < 8 * 25  # the bar: between the two halves of the board
+    off_box = off_labels(human_black=True)[0]  # black's box is the top one
+    assert off_box[0] == "your checkers off"
+    x1, y1, x2, y2 = backgammon_marks(_action(3, 6), mover_black=True)  # bearing off
+    assert (x1, y1) == black[3] and x2 == off_box[1] and y2 < off_box[2]
+    assert backgammon_marks(0, mover_black=True) is None  # a pass moves nothing
+    state = _state(START)
+    assert agent_turn_marks("backgammon", [(state, _action(13, 5)), (state, 0)]) == [
+        backgammon_marks(_action(13, 5), mover_black=True)
+    ]
+    assert agent_turn_marks("tic_tac_toe", [(state, 4)]) == []
+
+
+def test_the_page_names_whose_checkers_are_off_and_how_each_side_numbers_its_points():
+    state = _state(START)  # black to move, player 0
+    mine = game_view("backgammon", state, human_player=0)
+    theirs = game_view("backgammon", state, human_player=1)
+    assert mine["colour"] == "black" and theirs["colour"] == "white"
+    assert [t for t, _, _ in mine["board_labels"][24:]] == ["your checkers off", "the agent's off"]
+    assert [t for t, _, _ in theirs["board_labels"][24:]] == [
+        "the agent's off",
+        "your checkers off",
+    ]
+    assert "agent's 24-point is your 1-point" in mine["history_note"]
+
+
+def test_2048_keeps_a_button_for_each_arrow_key_in_a_fixed_order():
+    env = turbozero.envs.make("2048")
+    state, _ = env.init(jax.random.PRNGKey(0))
+    view = game_view("2048", jax.device_get(state), human_player=0)
+    assert [m["key"] for m in view["key_moves"]] == [
+        "ArrowLeft",
+        "ArrowUp",
+        "ArrowRight",
+        "ArrowDown",
+    ]
+    assert [m["label"] for m in view["key_moves"]] == ["left", "up", "right", "down"]
+    assert all(view["keys"][m["key"]] == m["action"] for m in view["key_moves"])

@@ -19,6 +19,7 @@ import pytest
 import turbozero
 from turbozero.alphazero import train
 from turbozero.alphazero.config import tic_tac_toe as tic_tac_toe_preset
+from turbozero.envs.boards import move_label
 from turbozero.play import Game, board_cells, make_server
 from turbozero.play.server import url_of
 
@@ -227,6 +228,25 @@ def test_a_full_game_ends_with_the_result_of_the_environment_rewards(served, hum
         assert len(line) == 3 and all(any(c[1:3] == p for c in state["cells"]) for p in line)
         (x0, y0), (x1, y1), (x2, y2) = line
         assert (x1 - x0, y1 - y0) == (x2 - x1, y2 - y1)  # a straight line
+
+
+def test_the_board_names_its_columns_and_rows_in_its_margin_and_says_which_mark_is_yours(served):
+    url, game = served
+    for human_first, mark in ((True, "X"), (False, "O")):
+        state = new_game(url, human_first=human_first)
+        assert state["colour"] == mark
+        labels = {text: (x, y) for text, x, y in state["board_labels"]}
+        assert sorted(labels) == ["1", "2", "3", "a", "b", "c"]
+        cells = {c[0]: c[1:] for c in state["cells"]}
+        for action in range(9):  # "b3" names the cell under "b" and beside "3"
+            name = move_label("tic_tac_toe", action)
+            x, y, r = cells[action]
+            assert labels[name[0]][0] == x and labels[name[0]][1] < y - r  # above the board
+            assert labels[name[1]][1] == y and labels[name[1]][0] < x - r  # left of it
+        human = state["legal"][0]
+        request(url, "/api/move", {"action": human})  # the mark it draws is the one named
+        ply = next(p for p in game._plies if p.mover == "human")
+        assert ("X", "O")[int(np.asarray(ply.state._x.board)[human])] == mark
 
 
 def test_the_last_move_is_marked_on_its_cell(served):

@@ -185,6 +185,9 @@ class Evaluator:
                 if self.elo.games:
                     ratings = self.elo.ratings()
                     out["elo"] = ratings.get(me, 0.0)
+                    # how many games that rating rests on (a 1-1 start reads as elo=0)
+                    index = self.elo.names.index(me)
+                    out["elo/games"] = sum(index in (i, j) for i, j, _ in self.elo.games)
                 self.pool = [*self.pool, (me, jax.tree_util.tree_map(jnp.copy, params))]
                 self.pool = self.pool[-cfg.elo_pool_size :]
             if scores or vs_best is not None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
+import json
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.match import MatchResult
-from turbozero.envs.boards import move_label
+from turbozero.envs.boards import COLOURS, move_label, outcome_label, point_numbers
+from turbozero.envs.chance import step_with_outcome
 from turbozero.envs.core import Env
 from turbozero.types import PyTree
 
@@ -31,24 +36,35 @@ def replay_game(env: Env, result: MatchResult, game: int) -> list[PyTree]:
 
 def _replay(env: Env, result: MatchResult, game: int) -> tuple[list[PyTree], list[int]]:
     """`replay_game`'s states, and the player id that made each move."""
+    states, movers, _ = _replay_with_chance(env, result, game)
+    return states, movers
+
+
+def _replay_with_chance(
+    env: Env, result: MatchResult, game: int
+) -> tuple[list[PyTree], list[int], list[int | None]]:
+    """`replay_game`'s states, the player id that made each move, and the chance outcome that
+    followed each move (None: none fell). A game with chance is stepped through its split
+    (`Env.chance`, the same step bit for bit) so that each outcome is known."""
     if result.actions is None:
         raise ValueError("result has no actions: play the match with max_steps to record them")
     if not 0 <= game < result.num_games:
         raise ValueError(f"game must be in [0, {result.num_games}), got {game}")
     game_key = jnp.asarray(result.game_keys[game])
     init = jax.jit(env.init)
-    step = jax.jit(env.step)
+    step = jax.jit(step_with_outcome(env))
     state, meta = init(jax.random.fold_in(game_key, 0))
-    states, movers = [state], []
+    states, movers, outcomes = [state], [], []
     # the game's own length bounds it (continuous actions have no end marker; discrete ones
     # are -1 once the game is over)
     actions = np.asarray(result.actions[: int(result.lengths[game]), game])
     for t, action in enumerate(actions):
         movers.append(int(meta.cur_player_id))
         move = jnp.asarray(action, jnp.float32) if env.continuous else jnp.int32(action)
-        state, meta = step(state, move, jax.random.fold_in(game_key, t + 1))
+        state, meta, outcome, drawn = step(state, move, jax.random.fold_in(game_key, t + 1))
         states.append(state)
-    return states, movers
+        outcomes.append(int(outcome) if bool(drawn) else None)
+    return states, movers, outcomes
 
 
 def render_game_svgs(env: Env, states_sequence: Sequence[PyTree]) -> list[str]:
@@ -138,9 +154,22 @@ ol{font-size:13px;padding-left:22px;margin:6px 0;max-height:9em;overflow:auto}
 li.now{font-weight:bold} button{margin-right:4px}
 """
 
+#: a game whose drawings together exceed this many bytes (a long 2048 or backgammon game) is
+#: sent gzip-compressed and drawn by the page's script (consecutive boards compress about 90x)
+FRAMES_INLINE_BYTES = 200_000
+
 _PAGE_SCRIPT = """
 document.body.classList.add('js');
-for (const game of document.querySelectorAll('section.game')) {
+async function unpack(game) {  // a long game's boards, sent compressed
+  const packed = game.querySelector('script.frames');
+  if (!packed) return;
+  const bytes = Uint8Array.from(atob(packed.textContent.trim()), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  const frames = JSON.parse(await new Response(stream).text());
+  game.querySelector('.boards').innerHTML = frames.map(([caption, svg]) =>
+    `<figure><figcaption>${caption}</figcaption><div class='frame'>${svg}</div></figure>`).join('');
+}
+function wire(game) {
   const figs = game.querySelectorAll('figure'), moves = game.querySelectorAll('li');
   let t = figs.length - 1;
   const show = (k) => {
@@ -155,35 +184,38 @@ for (const game of document.querySelectorAll('section.game')) {
   moves.forEach((m, i) => { m.onclick = () => show(i + 1); });
   show(t);
 }
+Promise.all([...document.querySelectorAll('section.game')].map((game) =>
+  unpack(game).then(() => wire(game)))).then(() => { document.body.dataset.ready = '1'; });
 """
 
 
 def game_html(env: Env, result: MatchResult, game: int) -> str:
-    """One game as an HTML section: its result, its moves by name and every position drawn."""
-    states, movers = _replay(env, result, game)
-    svgs = [fit_svg(s) for s in render_game_svgs(env, states)]
+    """One game as an HTML section: its result, its moves by name (with the chance that fell
+    after each: 2048's new tile, backgammon's dice) and every position drawn; backgammon's
+    points numbered from agent A's side. A long game's drawings are compressed
+    (`FRAMES_INLINE_BYTES`)."""
+    states, movers, outcomes = _replay_with_chance(env, result, game)
     actions = np.asarray(result.actions)[: len(movers), game]
     player_a = int(np.asarray(result.player_a)[game])
+    a_colour, overlay = _overlay(env, states[0], player_a)
+    svgs = [_with_labels(fit_svg(s), overlay) for s in render_game_svgs(env, states)]
     names = [
         html.escape(result.name_a if m == player_a or not result.name_b else result.name_b)
         for m in movers
     ]
     labels = [
-        html.escape(move_label(env.name, int(a)) if not env.continuous else str(a)) for a in actions
+        html.escape(_move_text(env, int(a), o) if not env.continuous else str(a))
+        for a, o in zip(actions, outcomes, strict=True)
     ]
-    figures = [
-        f"<figure><figcaption>start</figcaption><div class='frame'>{svgs[0]}</div></figure>",
-        *(
-            f"<figure><figcaption>move {t + 1} of {len(labels)}: {names[t]} plays "
-            f"{labels[t]}</figcaption><div class='frame'>{svg}</div></figure>"
-            for t, svg in enumerate(svgs[1:])
-        ),
+    captions = ["start"] + [
+        f"move {t + 1} of {len(labels)}: {names[t]} plays {labels[t]}" for t in range(len(labels))
     ]
     moves = "".join(f"<li>{n}: {lab}</li>" for n, lab in zip(names, labels, strict=True))
+    colour = f", {a_colour}" if a_colour else ""
     if result.name_b:
         side = "first" if bool(result.a_first[game]) else "second"
         title = (
-            f"{html.escape(result.name_a)} ({side}) vs {html.escape(result.name_b)}: "
+            f"{html.escape(result.name_a)} ({side}{colour}) vs {html.escape(result.name_b)}: "
             f"{game_outcome(result, game)} in {len(labels)} moves"
         )
     else:
@@ -198,9 +230,67 @@ def game_html(env: Env, result: MatchResult, game: int) -> str:
         )
     )
     return (
-        f"<section class='game'><h3>{title}</h3><div>{buttons}</div>{''.join(figures)}"
-        f"<ol>{moves}</ol></section>"
+        f"<section class='game'><h3>{title}</h3><div>{buttons}</div>"
+        f"<div class='boards'>{_boards(captions, svgs)}</div><ol>{moves}</ol></section>"
     )
+
+
+def _move_text(env: Env, action: int, outcome: int | None) -> str:
+    """A move's name, and the chance outcome that followed it ("left, then a 2 at c1")."""
+    text = move_label(env.name, action)
+    return text if outcome is None else f"{text}, then {outcome_label(env.name, outcome)}"
+
+
+def _boards(captions: list[str], svgs: list[str]) -> str:
+    """The figures of a game's positions: inline, or compressed in a script block (base64 of
+    gzip of `[[caption, svg], ...]`) that the page's script draws, for a long game."""
+    if sum(len(svg) for svg in svgs) <= FRAMES_INLINE_BYTES:
+        return "".join(
+            f"<figure><figcaption>{c}</figcaption><div class='frame'>{svg}</div></figure>"
+            for c, svg in zip(captions, svgs, strict=True)
+        )
+    data = json.dumps(list(zip(captions, svgs, strict=True))).encode()
+    packed = base64.b64encode(gzip.compress(data, compresslevel=9, mtime=0)).decode()
+    return (
+        f"<script type='application/octet-stream' class='frames'>{packed}</script>"
+        "<noscript>(this long game's boards are drawn by the page's script)</noscript>"
+    )
+
+
+def packed_frames(section: str) -> list[list[str]] | None:
+    """`[[caption, svg], ...]` of a game section whose boards were compressed, else None (for
+    tests and tools that read a records page)."""
+    m = re.search(
+        r"<script type='application/octet-stream' class='frames'>([^<]*)</script>", section
+    )
+    if m is None:
+        return None
+    frames: list[list[str]] = json.loads(gzip.decompress(base64.b64decode(m.group(1))))
+    return frames
+
+
+def _overlay(env: Env, start: PyTree, player_a: int) -> tuple[str | None, list[list[Any]]]:
+    """Agent A's colour in games that name colours (backgammon), and the labels written over
+    every board: backgammon's point numbers from A's side."""
+    if env.name != "backgammon":
+        return None, []
+    mover = int(start.current_player)
+    mover_colour = int(np.asarray(start._turn))
+    a_colour = mover_colour if mover == player_a else 1 - mover_colour
+    return COLOURS[a_colour], point_numbers(black=a_colour == 0)
+
+
+def _with_labels(svg: str, labels: list[list[Any]]) -> str:
+    """`svg` with `[[text, x, y], ...]` written over it (in its user units) before it closes."""
+    if not labels:
+        return svg
+    texts = "".join(
+        f"<text x='{x:g}' y='{y:g}' text-anchor='middle' dominant-baseline='middle' "
+        f"font-size='11' font-family='sans-serif' fill='#6b7383'>{html.escape(str(t))}</text>"
+        for t, x, y in labels
+    )
+    end = svg.rindex("</svg>")
+    return svg[:end] + texts + svg[end:]
 
 
 def records_page(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 #: one clickable cell: (action, x, y, radius)
 Cell = tuple[int, float, float, float]
@@ -75,6 +76,11 @@ def _go_label(n: int) -> Callable[[int], str]:
 #: pgx 2048's actions 0..3 (the board turned so that the move slides left, then turned back)
 DIRECTIONS = ("left", "up", "right", "down")
 BAR, OFF = 25, 0  # backgammon's bar and off as point numbers, as players number them
+COLOURS = ("black", "white")  # pgx backgammon's `_turn`: 0 black, 1 white (drawn so)
+# pgx's drawing of backgammon (`pgx/_src/dwg/`), in its SVG user units: a 25-unit grid drawn from
+# (12.5, 12.5), the top points' tips at 6 grid units and the bottom points' at 8 (the point
+# numbers go in the band between them)
+GRID, GRID_ORIGIN = 25.0, 12.5
 
 
 def _direction_label(action: int) -> str:
@@ -135,6 +141,10 @@ class Board:
         perfect: whether the arena has a perfect player (`turbozero.arena.perfect_agent`).
         solver_extra: the pip extra that player needs (None: none).
         solved: whether solver-labelled positions exist (`turbozero.arena.accuracy`).
+        marks: what the first and the second player's marks look like on pgx's drawing
+            (`_x.color` 0 and 1), so the play page can say which are the human's; None: not said.
+        coordinates: whether the page writes the columns' and rows' names around the board (as
+            its moves are named: a1..c3, A9..J1, columns 1..7).
     """
 
     cells: Callable[[], list[Cell]] | None
@@ -145,6 +155,8 @@ class Board:
     perfect: bool = False
     solver_extra: str | None = None
     solved: bool = False
+    marks: tuple[str, str] | None = None
+    coordinates: bool = False
 
 
 #: one entry per built-in game that has more than its rules here; adding a game is one entry
@@ -156,6 +168,8 @@ BOARDS: dict[str, Board] = {
         symmetry=("square", 3),
         perfect=True,
         solved=True,
+        marks=("X", "O"),
+        coordinates=True,
     ),
     "connect_four": Board(  # GRID_SIZE 35, 6 rows x 7 columns from (17.5, 17.5)
         cells=lambda: _grid(6, 7, origin=17.5, cell=35.0, column_actions=True),
@@ -165,18 +179,51 @@ BOARDS: dict[str, Board] = {
         perfect=True,
         solver_extra="solvers",
         solved=True,
+        marks=("black", "white"),
+        coordinates=True,
     ),
     "othello": Board(  # GRID_SIZE 30, 8x8 from (15, 15); action 64 is pass
         cells=lambda: _grid(8, 8, origin=15.0, cell=30.0),
         label=_square_label(8, {64: "pass"}),
         symmetry=("square", 8),
+        coordinates=True,
     ),
-    "go_9x9": Board(cells=lambda: _go_cells(9), label=_go_label(9), symmetry=("square", 9)),
-    "go_19x19": Board(cells=lambda: _go_cells(19), label=_go_label(19), symmetry=("square", 19)),
-    "hex": Board(cells=_hex_cells, label=_square_label(11, {121: "swap"})),
+    "go_9x9": Board(
+        cells=lambda: _go_cells(9),
+        label=_go_label(9),
+        symmetry=("square", 9),
+        marks=("black", "white"),
+        coordinates=True,
+    ),
+    "go_19x19": Board(
+        cells=lambda: _go_cells(19),
+        label=_go_label(19),
+        symmetry=("square", 19),
+        marks=("black", "white"),
+        coordinates=True,
+    ),
+    "hex": Board(cells=_hex_cells, label=_square_label(11, {121: "swap"}), coordinates=True),
     "2048": Board(cells=None, label=_direction_label, outcome_label=_tile_label),
     "backgammon": Board(cells=None, label=backgammon_label, outcome_label=_dice_label),
 }
+
+
+def point_numbers(*, black: bool) -> list[list[Any]]:
+    """`[[number, x, y], ...]`: each backgammon point's number for the black or white player,
+    where pgx draws that point's checkers (black's 24-point is white's 1-point)."""
+    out: list[list[Any]] = []
+    for index in range(24):  # pgx's drawn board: black's side, black moving 0 -> 23
+        if index < 6:
+            column, row = 12.5 - index, 7.6
+        elif index < 12:
+            column, row = 11.5 - index, 7.6
+        elif index < 18:
+            column, row = index - 11.5, 6.4
+        else:
+            column, row = index - 10.5, 6.4
+        number = 24 - index if black else index + 1
+        out.append([str(number), GRID_ORIGIN + column * GRID, GRID_ORIGIN + row * GRID])
+    return out
 
 
 def board_cells(env_name: str) -> list[Cell] | None:
@@ -188,6 +235,42 @@ def board_cells(env_name: str) -> list[Cell] | None:
     """
     board = BOARDS.get(env_name)
     return None if board is None or board.cells is None else board.cells()
+
+
+def coordinate_labels(env_name: str) -> list[list[Any]]:
+    """`[[text, x, y], ...]`: the names of the board's columns above its top row and of its rows
+    left of each row's first cell, as its moves name them (tic-tac-toe's a..c and 1..3, Go's
+    A..J and 9..1, Connect Four's columns 1..7), in the margin pgx leaves; [] for other games."""
+    board = BOARDS.get(env_name)
+    if board is None or board.cells is None or not board.coordinates:
+        return []
+    cells = board.cells()
+    top = min(y for _, _, y, _ in cells)
+    gap_x = min(x - r for _, x, _, r in cells) / 2  # half the margin pgx leaves
+    gap_y = min(y - r for _, _, y, r in cells) / 2
+    out: list[list[Any]] = []
+    seen_columns: set[str] = set()
+    for action, x, y, r in cells:
+        name = board.label(action)
+        column = name.removeprefix("column ").rstrip("0123456789") or name.removeprefix("column ")
+        if y == top and column not in seen_columns:
+            seen_columns.add(column)
+            out.append([column, x, y - r - gap_y])
+    if all(name.startswith("column ") for name in (board.label(c[0]) for c in cells)):
+        return out  # Connect Four: a move is a column, rows have no names
+    rows: dict[float, tuple[float, float, int]] = {}
+    for action, x, y, r in cells:
+        if y not in rows or x < rows[y][0]:
+            rows[y] = (x, r, action)
+    for y, (x, r, action) in sorted(rows.items()):
+        out.append([board.label(action).lstrip(_LETTERS + _GO_LETTERS), x - r - gap_x, y])
+    return out
+
+
+def player_marks(env_name: str) -> tuple[str, str] | None:
+    """How the first and the second player's marks are drawn ("X", "O"), or None."""
+    board = BOARDS.get(env_name)
+    return None if board is None else board.marks
 
 
 def move_label(env_name: str, action: int) -> str:

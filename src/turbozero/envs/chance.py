@@ -65,6 +65,29 @@ class Chance(NamedTuple):
     sample_outcome: SampleOutcomeFn
 
 
+def step_with_outcome(env: Env) -> Callable[..., tuple[PyTree, StepMetadata, Array, Array]]:
+    """`step(state, action, key) -> (state, meta, outcome, drawn)`: `env.step`, stepped through
+    its chance split where the game has one (the same step bit for bit), so that the outcome
+    drawn from `key` is known (the play page and the game records show it); `drawn` says
+    whether an outcome fell. Games without chance: outcome 0, never drawn."""
+    chance = env.chance
+    if chance is None:
+
+        def step(state: PyTree, action: Any, key: Any) -> Any:
+            state, meta = env.step(state, action, key)
+            return state, meta, jnp.int32(0), jnp.bool_(False)
+
+        return step
+
+    def chance_step(state: PyTree, action: Any, key: Any) -> Any:
+        after = chance.decide(state, action)
+        outcome = chance.sample_outcome(after, key)
+        state, meta = chance.resolve(after, outcome)
+        return state, meta, outcome, has_chance_event(chance.probabilities(after))
+
+    return chance_step
+
+
 def without_chance(env: Env) -> Env:
     """`env` with its chance split hidden: searches then step it as any game whose `step` draws
     its own randomness, one sampled outcome per edge and no subtree reuse (the search setting

@@ -54,6 +54,8 @@ def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> s
     100/0/0% | accuracy 99.96% (2 mistakes of 4,520; best move 71.8%) | 0:00:12 left`."""
     parts = [f"Epoch {row['epoch']}/{total}:"]
     parts += [f"{k.removeprefix('eval/')}={_number(row[k])}" for k in SHOWN if k in row]
+    if "elo/games" in row:  # what the rating rests on (a 1-1 start reads as elo=0)
+        parts.append(f"({int(row['elo/games'])} games)")
     if row.get("waiting_for_positions"):
         parts.append("waiting for positions (no training step yet)")
     opponents = [k[5:-4] for k in row if k.startswith("eval/") and k.endswith("/win")]
@@ -183,11 +185,16 @@ class MetricsLogger:
             print(message, flush=True)
 
     def seconds_left(self, row: dict[str, Any]) -> float | None:
-        """Time to the last epoch at this process's pace, or to the wall-clock budget."""
+        """Time to the last epoch at this process's pace, or to the wall-clock budget.
+
+        The first row's pace leaves out the compilation it paid for (`compile_seconds`), which
+        the epochs after it do not pay again; later rows use the pace since the first.
+        """
         epoch, wall = int(row["epoch"]), float(row.get("wall_seconds", 0.0))
         if self._first is None:
             self._first = (epoch, wall)
-            per_epoch = wall / epoch if epoch else None  # (the first row: its own pace)
+            working = max(0.0, wall - float(row.get("compile_seconds", 0.0)))
+            per_epoch = working / epoch if epoch else None  # (the first row: its own pace)
         else:
             done = epoch - self._first[0]
             per_epoch = (wall - self._first[1]) / done if done > 0 else None

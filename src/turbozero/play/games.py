@@ -13,17 +13,25 @@ from typing import Any
 
 import numpy as np
 
-from turbozero.envs.boards import backgammon_label, backgammon_move, move_label
+from turbozero.envs.boards import (
+    BAR,
+    COLOURS,
+    GRID,
+    GRID_ORIGIN,
+    OFF,
+    backgammon_label,
+    backgammon_move,
+    coordinate_labels,
+    move_label,
+    player_marks,
+    point_numbers,
+)
 
 #: 2048's arrow keys (browser `KeyboardEvent.key`) and the pgx actions they play
 KEYS_2048 = {"ArrowLeft": 0, "ArrowUp": 1, "ArrowRight": 2, "ArrowDown": 3}
-COLOURS = ("black", "white")  # pgx backgammon's `_turn`: 0 black, 1 white (drawn so)
 
-# pgx's drawings (`pgx/_src/dwg/`), in their SVG user units: 2048's 50-unit cells drawn from
-# (25, 25); backgammon's 25-unit grid drawn from (12.5, 12.5), the top points' tips at 6 grid
-# units and the bottom points' at 8 (the numbers go in the band between them)
+# pgx's drawing of 2048 (`pgx/_src/dwg/`), in its SVG user units: 50-unit cells from (25, 25)
 _TILE, _TILE_ORIGIN = 50.0, 25.0
-_GRID, _GRID_ORIGIN = 25.0, 12.5
 
 
 def move_text(env_name: str, state: Any, action: int) -> str:
@@ -73,21 +81,39 @@ def game_view(env_name: str, state: Any, *, human_player: int) -> dict[str, Any]
         dice: backgammon's `{"rolled": [a, b], "left": [...], "player": "human" | "agent"}`:
             the dice of the player to move (1 to 6) and those still to play.
         colour: the human's backgammon colour ("black" or "white"), as pgx draws it.
-        board_labels: `[[text, x, y], ...]` written over the drawing: backgammon's point
-            numbers from the human's side (their 24-point to their 1-point).
+        colour: the human's colour or mark where the game says how they are drawn ("X" or "O"
+            in tic-tac-toe, "black" or "white" in Go, Connect Four and backgammon).
+        board_labels: `[[text, x, y], ...]` written over the drawing: the columns' and rows'
+            names as the moves name them; backgammon's point numbers from the human's side
+            (their 24-point to their 1-point) and whose borne-off checkers each box counts.
         keys: keyboard keys (`KeyboardEvent.key`) to actions: 2048's arrows.
+        key_moves: `[{"key", "action", "label"}, ...]`: a button for each key, always shown
+            (the page disables those the position makes illegal, so the row does not shift).
+        history_note: a line under the list of moves (backgammon: each side's numbering).
     """
     view: dict[str, Any] = {
         "tiles": None,
         "dice": None,
         "colour": None,
-        "board_labels": [],
+        "board_labels": coordinate_labels(env_name),
         "keys": None,
+        "key_moves": None,
+        "history_note": None,
     }
+    marks = player_marks(env_name)
+    mover_mark = getattr(getattr(state, "_x", None), "color", None)
+    if marks is not None and mover_mark is not None:
+        mover_mark = int(np.asarray(mover_mark))  # the mark of the player to move
+        mine = mover_mark if int(state.current_player) == human_player else 1 - mover_mark
+        view["colour"] = marks[mine]
     if env_name == "2048":
         exponents = np.asarray(state._board).reshape(4, 4)
         view["tiles"] = [[int(2**e) if e else 0 for e in row] for row in exponents]
         view["keys"] = dict(KEYS_2048)
+        view["key_moves"] = [
+            {"key": key, "action": action, "label": move_label(env_name, action)}
+            for key, action in KEYS_2048.items()
+        ]
     elif env_name == "backgammon":
         mover = int(state.current_player)
         mover_colour = int(state._turn)  # pgx keeps the board from the mover's side
@@ -101,23 +127,49 @@ def game_view(env_name: str, state: Any, *, human_player: int) -> dict[str, Any]
             "player": "human" if mover == human_player else "agent",
         }
         view["colour"] = COLOURS[human_colour]
-        view["board_labels"] = point_numbers(black=human_colour == 0)
+        view["board_labels"] = point_numbers(black=human_colour == 0) + off_labels(
+            human_black=human_colour == 0
+        )
+        view["history_note"] = (
+            "Each side's moves are numbered from its own side, as players write them: "
+            "the agent's 24-point is your 1-point."
+        )
     return view
 
 
-def point_numbers(*, black: bool) -> list[list[Any]]:
-    """`[[number, x, y], ...]`: each backgammon point's number for the black or white player,
-    where pgx draws that point's checkers (black's 24-point is white's 1-point)."""
-    out: list[list[Any]] = []
-    for index in range(24):  # pgx's drawn board: black's side, black moving 0 -> 23
-        if index < 6:
-            column, row = 12.5 - index, 7.6
-        elif index < 12:
-            column, row = 11.5 - index, 7.6
-        elif index < 18:
-            column, row = index - 11.5, 6.4
-        else:
-            column, row = index - 10.5, 6.4
-        number = 24 - index if black else index + 1
-        out.append([str(number), _GRID_ORIGIN + column * _GRID, _GRID_ORIGIN + row * _GRID])
-    return out
+def off_labels(*, human_black: bool) -> list[list[Any]]:
+    """`[[text, x, y], ...]`: whose borne-off checkers each of pgx's two "off" boxes counts
+    (black's at the top right, white's at the bottom right), written beside the box."""
+    x = GRID_ORIGIN + 15 * GRID
+    black = "your checkers off" if human_black else "the agent's off"
+    white = "the agent's off" if human_black else "your checkers off"
+    return [[black, x, GRID_ORIGIN + 2.5 * GRID], [white, x, GRID_ORIGIN + 11.5 * GRID]]
+
+
+def agent_turn_marks(env_name: str, moves: list[tuple[Any, int]]) -> list[list[float]]:
+    """Arrows `[[x1, y1, x2, y2], ...]` for the agent's last turn, whose moves `moves` are
+    `(state before, action)` in order; backgammon's (a turn is up to four checker moves that the
+    board cannot show as a cell), [] for other games, whose last move is a cell."""
+    if env_name != "backgammon":
+        return []
+    arrows = []
+    for before, action in moves:
+        marks = backgammon_marks(action, mover_black=int(np.asarray(before._turn)) == 0)
+        if marks is not None:
+            arrows.append(marks)
+    return arrows
+
+
+def backgammon_marks(action: int, *, mover_black: bool) -> list[float] | None:
+    """`[x1, y1, x2, y2]` on pgx's drawing from where to where a backgammon move took a checker
+    (the point numbers' places, the mover's bar, its "off" box), or None for a pass."""
+    move = backgammon_move(action)
+    if move is None:
+        return None
+    numbers = {int(n): (x, y) for n, x, y in point_numbers(black=mover_black)}
+    bar = (GRID_ORIGIN + 6.5 * GRID, GRID_ORIGIN + (7.5 if mover_black else 6.5) * GRID)
+    off = (GRID_ORIGIN + 15 * GRID, GRID_ORIGIN + (1 if mover_black else 13) * GRID)
+    start, end, _ = move
+    x1, y1 = bar if start == BAR else numbers[start]
+    x2, y2 = off if end == OFF else numbers[end]
+    return [x1, y1, x2, y2]

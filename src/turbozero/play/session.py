@@ -18,16 +18,21 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import runs_search
 from turbozero.envs.boards import board_cells, move_label, outcome_label, winning_line
-from turbozero.envs.chance import has_chance_event
+from turbozero.envs.chance import step_with_outcome
 from turbozero.envs.core import Env
-from turbozero.play.games import chance_cell, game_view, move_choices, move_text
+from turbozero.play.games import (
+    agent_turn_marks,
+    chance_cell,
+    game_view,
+    move_choices,
+    move_text,
+)
 from turbozero.search import compiler_options
-from turbozero.types import Array, PRNGKey, PyTree, StepMetadata
+from turbozero.types import PyTree, StepMetadata
 
 TOP_MOVES = 5  # moves shown with their search weights in the agent's reply
 MAX_AGENT_MOVES = 10_000  # agent moves in a row before we call the game broken
@@ -65,31 +70,6 @@ def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return jax.jit(loaded.policy), ()
 
 
-def _compiled_step(env: Env) -> Callable[..., tuple[PyTree, StepMetadata, Array, Array]]:
-    """`step(state, action, key) -> (state, meta, outcome, drawn)`, one `jax.jit` function.
-
-    A game with chance is stepped through its split (`Env.chance`, the same step bit for bit)
-    so that the page can show the outcome drawn from `key` (`drawn`: whether there was a draw);
-    other games step as they are (outcome 0, no draw).
-    """
-    chance = env.chance
-    if chance is None:
-
-        def step(state: PyTree, action: Array, key: PRNGKey) -> Any:
-            state, meta = env.step(state, action, key)
-            return state, meta, jnp.int32(0), jnp.bool_(False)
-
-    else:
-
-        def step(state: PyTree, action: Array, key: PRNGKey) -> Any:
-            after = chance.decide(state, action)
-            outcome = chance.sample_outcome(after, key)
-            state, meta = chance.resolve(after, outcome)
-            return state, meta, outcome, has_chance_event(chance.probabilities(after))
-
-    return jax.jit(step)
-
-
 class Game:
     """One game between a human and `loaded` (a `turbozero.load_agent` result), with history.
 
@@ -112,7 +92,7 @@ class Game:
         # Compiled once for a batch of one; `compiled_policy._cache_size()` counts compilations.
         self.compiled_policy, self._policy_args = _compiled_policy(loaded)
         self._init = jax.jit(env.init)
-        self._step = _compiled_step(env)
+        self._step = jax.jit(step_with_outcome(env))
         self._key = jax.random.PRNGKey(seed)
         self._lock = threading.RLock()
         self._plies: list[Ply] = []
@@ -259,6 +239,7 @@ class Game:
                 **game_view(name, state, human_player=self.human_player),
                 "last_move": ply.action,
                 "last_cell": self._last_cell(),
+                "agent_arrows": agent_turn_marks(name, self._agent_turn()),
                 "winning_cells": self._winning_cells() if over else [],
                 "reply": replies[-1] if replies else None,
                 "can_undo": any(p.mover == "human" for p in self._plies),
@@ -289,6 +270,22 @@ class Game:
             return text
         whose = "you" if int(ply.meta.cur_player_id) == self.human_player else "the agent"
         return f"{whose} {text}"
+
+    def _agent_turn(self) -> list[tuple[Any, int]]:
+        """`(state before, action)` of each move of the agent's last turn (its last run of
+        moves, however many of the human's moves followed), in order; [] before its first."""
+        last = max((i for i, p in enumerate(self._plies) if p.mover == "agent"), default=None)
+        if last is None:
+            return []
+        first = last
+        while first > 1 and self._plies[first - 1].mover == "agent":
+            first -= 1
+        moves = []
+        for i in range(first, last + 1):
+            action = self._plies[i].action
+            assert action is not None  # every ply after the first was reached by a move
+            moves.append((jax.device_get(self._plies[i - 1].state), action))
+        return moves
 
     def _board(self, index: int) -> list[int] | None:
         """Ply `index`'s board as row-major marks (-1 empty), for games that keep one."""

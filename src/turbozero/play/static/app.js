@@ -103,13 +103,18 @@ function render() {
   const moves = $("moves");
   moves.replaceChildren();
   if (!game.over && game.to_move === "human") {
-    for (const m of game.moves) {
+    // Keyed moves (2048's arrows) keep their buttons, disabled where the move changes nothing,
+    // so the row does not shift; other moves are offered while legal.
+    const offered = game.key_moves || game.moves;
+    for (const m of offered) {
       if (cellOf(m.action)) continue;
       const b = document.createElement("button");
       b.type = "button";
       const key = keyOf(m.action);
       b.textContent = key && ARROWS[key] ? `${ARROWS[key]} ${m.label}` : m.label;
       b.dataset.action = m.action;
+      b.disabled = !game.legal.includes(m.action);
+      if (b.disabled) b.title = "this move would change nothing";
       b.addEventListener("click", () => send("POST", "/api/move", { action: m.action }, true));
       moves.append(b);
     }
@@ -126,6 +131,7 @@ function render() {
   const reply = game.reply;
   const tbody = $("top").querySelector("tbody");
   tbody.replaceChildren();
+  $("top").hidden = !reply; // no empty table before the agent's first move
   if (reply) {
     $("reply").textContent = `Played ${reply.label} (${(reply.seconds * 1000).toFixed(0)} ms).`;
     const v = reply.value;
@@ -158,6 +164,8 @@ function render() {
     history.append(li);
   }
   history.scrollTop = history.scrollHeight;
+  $("history-note").hidden = !game.history_note;
+  $("history-note").textContent = game.history_note || "";
 }
 
 // The score of a one-player game; the chance as it fell: 2048's new tile, backgammon's dice.
@@ -217,6 +225,14 @@ function drawBoard() {
     const [x, y, r] = game.last_cell;
     if (game.env.startsWith("go_")) svg.append(circle(x, y, r * 0.3, "#e0452f", "none", 0));
     else svg.append(square(x, y, r * 0.9, "#e0452f", 2.5));
+  }
+  // Backgammon: the agent's last turn as arrows from where each checker left to where it went.
+  for (const [x1, y1, x2, y2] of game.agent_arrows || []) {
+    const arrow = document.createElementNS(SVG_NS, "line");
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke: "#e0452f", "stroke-width": 3,
+      opacity: 0.8, "pointer-events": "none" })) arrow.setAttribute(k, v);
+    arrow.setAttribute("class", "agent-arrow");
+    svg.append(arrow, circle(x2, y2, 5, "#e0452f", "none", 0));
   }
   const line = game.winning_cells || [];
   if (line.length >= 2) {

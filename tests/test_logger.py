@@ -137,6 +137,9 @@ def test_time_left_follows_the_pace_leaves_out_compiling_and_keeps_the_wall_cloc
     assert log.seconds_left({"epoch": 12, "wall_seconds": 54.0}) == 88 * 2.0  # pace since then
     first = MetricsLogger(rd, total_epochs=100, progress=False)  # 40 s of it compiling
     assert first.seconds_left({"epoch": 1, "wall_seconds": 42.0, "compile_seconds": 40.0}) == 198
+    again = MetricsLogger(rd, total_epochs=100, progress=False)  # 30 s compiling, 10 s warm-up
+    row = {"epoch": 1, "wall_seconds": 42.0, "compile_seconds": 30.0, "startup_seconds": 40.0}
+    assert again.seconds_left(row) == 198
     budget = MetricsLogger(
         rd, total_epochs=100, progress=False, config=AlphaZeroConfig(max_wall_seconds=60.0)
     )

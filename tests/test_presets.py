@@ -314,3 +314,39 @@ def test_config_marks_what_the_preset_and_set_change_and_what_stops_the_run(caps
     assert "# the run stops at the first of: num_epochs=80\n" in out  # no time budget
     assert main(["config", "tic_tac_toe", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == get_preset("tic_tac_toe").make().to_dict()
+
+
+def test_games_with_chance_have_a_quick_setting_that_is_valid_and_lets_a_game_end():
+    """2048 and backgammon games run to hundreds of moves: their quick settings play enough
+    moves for games to end and training to start (the run itself: `make check`)."""
+    from turbozero.alphazero.train import short_run_note
+
+    for name in ("2048", "backgammon"):
+        preset = get_preset(name)
+        assert preset.quick, name
+        config = preset.make().with_overrides(list(preset.quick))
+        assert short_run_note(config) is None, name
+        assert config.max_wall_seconds and config.max_wall_seconds <= 240  # a couple of minutes
+
+
+def test_a_run_too_short_for_a_game_to_end_says_so_at_the_start():
+    from turbozero.alphazero.train import short_run_note
+
+    config = get_preset("backgammon").make().with_overrides(["num_epochs=2"])
+    note = short_run_note(config)
+    assert note is not None and "2 epochs play 64 moves of each game" in note
+    assert "max_episode_steps=1000" in note and "--set num_epochs=32" in note
+    assert short_run_note(get_preset("tic_tac_toe").make()) is None
+
+
+def test_quick_is_listed_and_refused_where_it_means_nothing(capsys):
+    from turbozero.cli import main
+
+    assert main(["train", "--list"]) == 0
+    listing = capsys.readouterr().out
+    line = next(row for row in listing.splitlines() if row.startswith("backgammon "))
+    assert "Quick try (--quick): " + " ".join(get_preset("backgammon").quick) in line
+    assert main(["train", "tic_tac_toe", "--quick"]) == 2
+    assert "preset 'tic_tac_toe' has no quick setting" in capsys.readouterr().err
+    assert main(["train", "--quick", "--resume", "--out", "runs/x"]) == 2
+    assert "--quick starts a new run" in capsys.readouterr().err

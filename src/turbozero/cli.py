@@ -79,6 +79,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     _load_presets()
     if args.resume and args.out is None:
         raise ConfigError("--resume needs --out RUN_DIR, the run to continue")
+    if args.resume and args.quick:
+        raise ConfigError("--quick starts a new run; --resume continues a run with its own config")
     if args.list or (not args.preset and not args.resume):
         if not args.list and (args.set or args.out is not None):
             raise ConfigError(
@@ -86,7 +88,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
         width = max(len(n) for n in PRESETS)
         for name, p in sorted(PRESETS.items()):
-            print(f"{name:<{width}}  [{p.algorithm}] {p.description}")
+            quick = f" Quick try (--quick): {' '.join(p.quick)}" if p.quick else ""
+            print(f"{name:<{width}}  [{p.algorithm}] {p.description}{quick}")
         return 0
     from turbozero.io import enable_compilation_cache
 
@@ -100,7 +103,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         config, algorithm, preset_name = _resumed_config(args)
     else:
         preset = get_preset(args.preset)
-        config = preset.make().with_overrides(args.set or [])
+        if args.quick and not preset.quick:
+            raise ConfigError(
+                f"--quick: preset {args.preset!r} has no quick setting; it is small already "
+                f"(turbozero train --list), or shorten it with --set num_epochs=..."
+            )
+        quick_sets = list(preset.quick) if args.quick else []
+        config = preset.make().with_overrides(quick_sets + (args.set or []))
         algorithm, preset_name = preset.algorithm, args.preset
     if algorithm == "ppo":
         from turbozero.ppo.train import train_ppo
@@ -520,6 +529,12 @@ def main(argv: list[str] | None = None) -> int:
         "wandb_project, eval_record_games; PPO: tensorboard, wandb_project)",
     )
     t.add_argument("--list", action="store_true", help="list presets")
+    t.add_argument(
+        "--quick",
+        action="store_true",
+        help="the preset's quick setting (shown by --list): a run of a couple of minutes on 2 "
+        "CPU cores that shows it learning; --set still applies after it",
+    )
     t.add_argument(
         "--skip-memory-check",
         action="store_true",

@@ -439,20 +439,24 @@ class Preset:
     description: str
     algorithm: str
     make: Callable[[], Config]
+    #: `KEY=VALUE` overrides (as `--set` takes them) of a run that shows learning in a couple of
+    #: minutes on 2 CPU cores (`turbozero train PRESET --quick`); () where the preset is quick
+    quick: tuple[str, ...] = ()
 
 
 PRESETS: dict[str, Preset] = {}
 
 
 def register_preset(
-    name: str, description: str, *, algorithm: str
+    name: str, description: str, *, algorithm: str, quick: tuple[str, ...] = ()
 ) -> Callable[[Callable[[], Config]], Callable[[], Config]]:
-    """Decorator registering a zero-argument config factory under `name`."""
+    """Decorator registering a zero-argument config factory under `name` (`quick`: see
+    `Preset.quick`)."""
 
     def deco(fn: Callable[[], Config]) -> Callable[[], Config]:
         if name in PRESETS:
             raise ValueError(f"preset {name!r} is registered twice")
-        PRESETS[name] = Preset(name, description, algorithm, fn)
+        PRESETS[name] = Preset(name, description, algorithm, fn, tuple(quick))
         return fn
 
     return deco

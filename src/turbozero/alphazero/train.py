@@ -162,6 +162,26 @@ def _canonical(x: Any, seen: frozenset[int] = frozenset()) -> str:
     return text
 
 
+def short_run_note(cfg: AlphaZeroConfig) -> str | None:
+    """A plain note at the start of a run too short for a game to end, or None.
+
+    Training waits for positions of ended games (their outcomes are the value targets), and a
+    game ends by the latest at `max_episode_steps` moves, `collection_steps_per_epoch` moves per
+    epoch: a run of fewer epochs may train nothing (2048 and backgammon games run to hundreds of
+    moves). Says how many epochs make sure of one.
+    """
+    moves = cfg.num_epochs * cfg.collection_steps_per_epoch
+    if moves >= cfg.max_episode_steps:
+        return None
+    needed = -(-cfg.max_episode_steps // cfg.collection_steps_per_epoch)
+    return (
+        f"note: {cfg.num_epochs} epochs play {moves} moves of each game, and games of {cfg.env} "
+        f"may run to max_episode_steps={cfg.max_episode_steps}; training starts only once games "
+        f"have ended, so it may not start. {needed} epochs make sure of it (--set "
+        f"num_epochs={needed}); `turbozero train --list` shows each preset's quick setting"
+    )
+
+
 def describe_parts(parts: dict[str, Any]) -> dict[str, str]:
     """What a run directory records of the parts given from Python (`train(parts=...)`, the
     tutorial's `Trainer`), so that resuming with other ones is refused: the game's name and
@@ -272,6 +292,9 @@ class _AlphaZeroRun:
         warning = cfg.search.capacity_warning(self.az.selfplay.search.env.chance is not None)
         if warning:
             run.log.info(warning)
+        short = short_run_note(cfg)
+        if short:
+            run.log.info(short)
         self.best = run.checkpointer(run.dir.path / "best", keep=1)
         self.initial = self.sharder.jit_init(self.az.init)(jax.random.PRNGKey(cfg.seed))
         jit_step, shape = self.sharder.jit_step, self.state_shape
@@ -346,6 +369,8 @@ class _AlphaZeroRun:
         if first:
             run.log.info(f"compiled in {time.perf_counter() - started:.1f} s")
         row: dict[str, Any] = {"compile_seconds": compile_seconds} if compile_seconds else {}
+        if compile_seconds:  # the one-off start: compiling, and the warm-up moves if any
+            row["startup_seconds"] = time.perf_counter() - started
         if (
             self.sharder.overlap
             and cfg.train_steps_per_epoch

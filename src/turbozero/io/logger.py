@@ -187,13 +187,15 @@ class MetricsLogger:
     def seconds_left(self, row: dict[str, Any]) -> float | None:
         """Time to the last epoch at this process's pace, or to the wall-clock budget.
 
-        The first row's pace leaves out the compilation it paid for (`compile_seconds`), which
-        the epochs after it do not pay again; later rows use the pace since the first.
+        The first row's pace leaves out the one-off start it paid for (`startup_seconds`:
+        compiling and the warm-up moves; else `compile_seconds`), which the epochs after it do
+        not pay again; later rows use the pace since the first.
         """
         epoch, wall = int(row["epoch"]), float(row.get("wall_seconds", 0.0))
         if self._first is None:
             self._first = (epoch, wall)
-            working = max(0.0, wall - float(row.get("compile_seconds", 0.0)))
+            once = row.get("startup_seconds", row.get("compile_seconds", 0.0))
+            working = max(0.0, wall - float(once))
             per_epoch = working / epoch if epoch else None  # (the first row: its own pace)
         else:
             done = epoch - self._first[0]

@@ -12,7 +12,7 @@ export TURBOZERO_CACHE ?= $(HOME)/.cache/turbozero
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev,envs,solvers]"
+	$(BIN)/pip install -q -e ".[dev,envs,solvers,engines]"
 	touch $(STAMP)
 
 setup: $(STAMP)

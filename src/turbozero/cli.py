@@ -177,6 +177,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     import turbozero
     from turbozero.arena import play_match
+    from turbozero.arena.match import points_interval
     from turbozero.io import enable_compilation_cache
     from turbozero.search.search import MAX_NODES
 
@@ -297,6 +298,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "losses": r.losses,
             "score": r.score,
             "score_ci95": [round(r.score_low, 4), round(r.score_high, 4)],
+            # the game's own points (backgammon: 1, 2 for a gammon, 3 for a backgammon)
+            "points_per_game": round(float(r.mean_return_a), 4),
+            "points_per_game_ci95": [round(x, 4) for x in points_interval(r)],
             "as_first": list(r.as_first),  # [wins, draws, losses]
             "as_second": list(r.as_second),
             "illegal_moves": r.illegal_moves,  # both sides'

@@ -271,7 +271,11 @@ class AlphaZeroConfig(Config):
         for opp in self.eval_opponents:
             # ("best": the best network so far; "network": the current one without search)
             if opp not in ("best", "network"):
-                parse_opponent(opp, what="eval_opponents entry")
+                game = parse_opponent(opp, what="eval_opponents entry").game
+                if game is not None and self.env != game:
+                    raise ConfigError(
+                        f"eval_opponents {opp!r} plays {game} only, not env {self.env!r}"
+                    )
         from turbozero.arena.accuracy import SOLVED_GAMES
         from turbozero.arena.perfect import PERFECT_GAMES
 

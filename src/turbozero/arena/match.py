@@ -136,6 +136,17 @@ class MatchResult:
         )
 
 
+def points_interval(result: MatchResult, *, z: float = Z95) -> tuple[float, float]:
+    """95% normal interval of agent A's mean points per game (its summed rewards: backgammon's
+    1, 2 or 3 a game), from the spread of its games' points."""
+    points = np.asarray(result.returns)[np.arange(result.num_games), np.asarray(result.player_a)]
+    mean = float(points.mean())
+    if points.size < 2:
+        return mean, mean
+    half = z * float(points.std(ddof=1)) / math.sqrt(points.size)
+    return mean - half, mean + half
+
+
 def wilson_interval(successes: float, n: int, *, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval of a proportion `successes / n` (NaNs when `n` is 0)."""
     if n <= 0:
@@ -352,7 +363,17 @@ def play_match(
         max_steps,
     )
     params_b = agent_b.params if agent_b is not None else None
-    out = jax.device_get(program(agent_a.params, params_b, key, jnp.int32(opening_moves)))
+
+    def run() -> dict[str, Any]:
+        return jax.device_get(program(agent_a.params, params_b, key, jnp.int32(opening_moves)))
+
+    agents = [a for a in (agent_a, agent_b) if a is not None]
+    if any(getattr(a.policy_fn, "needs_main_thread", False) for a in agents):
+        from turbozero.engines.main_thread import serve_main_thread
+
+        out = serve_main_thread(run)  # (an engine that runs on the main thread only: gnubg)
+    else:
+        out = run()
     return _summarise(out, agent_a, agent_b, num_games)
 
 

@@ -1,6 +1,8 @@
 """Fixed opponents by name, parsed in one place (the config's `eval_opponents`, the evaluator,
-`turbozero eval --vs`): `random`, `perfect` (the games of `PERFECT_GAMES`) and `mcts:N` (rollout
-MCTS with N simulations)."""
+`turbozero eval --vs`): `random`, `perfect` (the games of `PERFECT_GAMES`), `mcts:N` (rollout
+MCTS with N simulations), and the engines players know (`ENGINE_GAMES`): `pubeval` (Tesauro's
+linear evaluator) and `gnubg:PLY` (GNU Backgammon at 0 to 2 plies, the `engines` extra) for
+backgammon."""
 
 from __future__ import annotations
 
@@ -13,18 +15,29 @@ from turbozero.validate import is_digits
 
 #: the largest rollout-MCTS simulation count (its tree holds N + 1 nodes)
 MAX_MCTS_SIMULATIONS = (1 << 24) - 1
+#: the engines by kind, and the game each plays
+ENGINE_GAMES = {"pubeval": "backgammon", "gnubg": "backgammon"}
+MAX_GNUBG_PLY = 2
 HELP = (
     f"random | perfect ({', '.join(PERFECT_GAMES)}) | mcts:N (rollout MCTS with N simulations, "
-    f"N in [1, {MAX_MCTS_SIMULATIONS}])"
+    f"N in [1, {MAX_MCTS_SIMULATIONS}]) | pubeval (backgammon) | gnubg:PLY (backgammon, PLY in "
+    f"[0, {MAX_GNUBG_PLY}])"
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class Opponent:
-    """A parsed opponent name: `kind` is "random", "perfect" or "mcts" (with `simulations`)."""
+    """A parsed opponent name: `kind` is "random", "perfect", "mcts" (with `simulations`),
+    "pubeval" or "gnubg" (with `ply`)."""
 
     kind: str
     simulations: int = 0
+    ply: int = 0
+
+    @property
+    def game(self) -> str | None:
+        """The one game this opponent plays (engines), or None (any game it is built for)."""
+        return ENGINE_GAMES.get(self.kind)
 
 
 def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
@@ -33,8 +46,12 @@ def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
     Raises:
         ValueError: `name` is none of `HELP`'s forms (the message starts with `what`).
     """
-    if name in ("random", "perfect"):
+    if name in ("random", "perfect", "pubeval"):
         return Opponent(name)
+    if isinstance(name, str) and name.startswith("gnubg:"):
+        ply = name[6:]
+        if is_digits(ply) and 0 <= int(ply) <= MAX_GNUBG_PLY:
+            return Opponent("gnubg", ply=int(ply))
     if isinstance(name, str) and name.startswith("mcts:"):
         n = name[5:]
         if is_digits(n) and 1 <= int(n) <= MAX_MCTS_SIMULATIONS:
@@ -49,6 +66,10 @@ def make_opponent(env: Env, name: str) -> Agent:
         return random_agent(env)
     if opponent.kind == "perfect":
         return perfect_agent(env)
+    if opponent.game is not None:
+        from turbozero.engines.players import backgammon_engine_agent
+
+        return backgammon_engine_agent(env, name)
     from turbozero.arena.search_agents import rollout_mcts_agent
 
     return rollout_mcts_agent(env, num_simulations=opponent.simulations)

@@ -1,0 +1,158 @@
+"""Backgammon engines as agents of compiled matches: `pubeval` and `gnubg:PLY`.
+
+An engine chooses a whole turn; pgx plays it one checker at a time. At the first decision of a
+turn the engine scores every legal play (`turn_plays`) and its choice is kept as a plan: the
+pgx action for each position the play passes through, keyed by that position and the dice left
+to play. The next decisions of the turn are read from the plan. The agent's policy reaches the
+host through `jax.pure_callback`, as the Connect Four solver is reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from turbozero.arena.agents import Agent, AgentOutput, make_agent
+from turbozero.engines.backgammon import NO_OP, Play, micro_step, turn_plays
+from turbozero.envs.core import Env
+from turbozero.types import Params, PRNGKey, PyTree
+
+#: `choose(board, plays) -> (index of the play, value for the mover)`
+Chooser = Callable[[np.ndarray, list[Play]], tuple[int, float]]
+NUM_ACTIONS = 156  # pgx backgammon: 26 sources x 6 dice
+_PLAN_LIMIT = 1 << 18  # planned positions kept before the plan book is cleared
+
+
+def pubeval_chooser(board: np.ndarray, plays: list[Play]) -> tuple[int, float]:
+    """pubeval's choice (the race weights when the position before the turn is a race)."""
+    from turbozero.engines.pubeval import pubeval_choice
+
+    afters = [np.frombuffer(p.after, np.int8) for p in plays]
+    return pubeval_choice(board, afters), 0.0
+
+
+def gnubg_chooser(ply: int) -> Chooser:
+    """gnubg's choice at `ply` plies: the play of highest equity for the mover."""
+    from turbozero.engines import gnubg
+
+    gnubg.require_gnubg()
+
+    def choose(board: np.ndarray, plays: list[Play]) -> tuple[int, float]:
+        scores = gnubg.equities([np.frombuffer(p.after, np.int8) for p in plays], ply=ply)
+        best = int(np.argmax(scores))
+        return best, float(scores[best])
+
+    return choose
+
+
+class TurnPlanner:
+    """The engine's next pgx action in each position, planning a whole turn at its first move."""
+
+    def __init__(self, choose: Chooser):
+        self.choose = choose
+        self._plans: dict[tuple[bytes, tuple[int, ...]], tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def action(self, board: np.ndarray, dice: tuple[int, ...]) -> tuple[int, float]:
+        """`(pgx action, value)` for the mover of `board` (pgx's `_board`) with `dice` (1..6
+        each, the dice left to play)."""
+        key = (np.asarray(board, np.int8).tobytes(), tuple(sorted(dice)))
+        with self._lock:
+            planned = self._plans.get(key)
+        if planned is not None:
+            return planned
+        plays = turn_plays(board, dice)
+        if plays[0].actions == (NO_OP,):
+            return NO_OP, 0.0
+        index, value = (
+            self.choose(np.asarray(board, np.int8), plays) if len(plays) > 1 else (0, 0.0)
+        )
+        plan = {}
+        b, left = np.asarray(board, np.int8), list(dice)
+        for action in plays[index].actions:
+            plan[(b.tobytes(), tuple(sorted(left)))] = (action, value)
+            b = micro_step(b, action)
+            left.remove(action % 6 + 1)
+        with self._lock:
+            if len(self._plans) > _PLAN_LIMIT:
+                self._plans.clear()
+            self._plans.update(plan)
+        return plays[index].actions[0], value
+
+    def batch(
+        self, boards: np.ndarray, playable: np.ndarray, done: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`(actions [B] int32, values [B] float32)` for pgx states' `_board` `[B, 28]`,
+        `_playable_dice` `[B, 4]` (0..5, -1 none) and `terminated` `[B]`."""
+        boards, playable, done = np.asarray(boards), np.asarray(playable), np.asarray(done)
+        actions = np.zeros(boards.shape[0], np.int32)
+        values = np.zeros(boards.shape[0], np.float32)
+        for i in range(boards.shape[0]):
+            if done[i]:
+                continue
+            dice = tuple(int(d) + 1 for d in playable[i] if d >= 0)
+            actions[i], values[i] = self.action(boards[i], dice)
+        return actions, values
+
+
+_PLANNERS: dict[str, TurnPlanner] = {}
+
+
+def planner(spec: str) -> TurnPlanner:
+    """The process's planner for an engine spec (`pubeval`, `gnubg:PLY`), made once."""
+    if spec not in _PLANNERS:
+        if spec == "pubeval":
+            _PLANNERS[spec] = TurnPlanner(pubeval_chooser)
+        else:
+            _PLANNERS[spec] = TurnPlanner(gnubg_chooser(int(spec.split(":")[1])))
+    return _PLANNERS[spec]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackgammonEnginePolicy:
+    """An engine's move (`spec`: `pubeval` or `gnubg:PLY`); `weights` one-hot on it, `value` the
+    engine's equity for the mover (0 for pubeval, which has none)."""
+
+    env: Env
+    spec: str
+
+    @property
+    def needs_main_thread(self) -> bool:
+        """Whether its engine runs on the main thread only (gnubg looking ahead)."""
+        return self.spec.startswith("gnubg:") and self.spec != "gnubg:0"
+
+    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+        del params, key
+        batch = states._board.shape[0]
+        specs = (
+            jax.ShapeDtypeStruct((batch,), jnp.int32),
+            jax.ShapeDtypeStruct((batch,), jnp.float32),
+        )
+        action, value = jax.pure_callback(
+            planner(self.spec).batch,
+            specs,
+            states._board,
+            states._playable_dice,
+            states.terminated,
+            vmap_method="broadcast_all",
+        )
+        weights = jax.nn.one_hot(action, self.env.num_actions, dtype=jnp.float32)
+        return AgentOutput(action, weights, value)
+
+
+def backgammon_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
+    """An agent playing pgx backgammon as the engine `spec` (`pubeval` or `gnubg:PLY`) does.
+
+    Raises:
+        ValueError: `env` is not pgx's backgammon.
+        MissingExtraError: `gnubg:PLY` without the `engines` extra.
+    """
+    if env.name.removeprefix("pgx:") != "backgammon" or env.num_actions != NUM_ACTIONS:
+        raise ValueError(f"{spec} plays backgammon only, not {env.name!r}")
+    planner(spec)  # (a missing gnubg is named here, not inside a compiled match)
+    return make_agent(BackgammonEnginePolicy(env, spec), None, name=name or spec)

@@ -37,6 +37,7 @@ test: $(STAMP)
 
 check: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
+	test -x /usr/games/gnugo || command -v gnugo >/dev/null || (apt-get update && apt-get install -y --no-install-recommends gnugo)
 	$(BIN)/pytest -q -m slow
 
 bench: $(STAMP)

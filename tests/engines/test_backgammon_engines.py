@@ -217,3 +217,52 @@ def test_pubeval_prefers_the_opening_moves_players_make():
             for m in gnubg.find_best_moves(to_gnubg(START), cube, context, roll)
         }
         assert named[plays[index].after] == expected
+
+
+def test_your_own_engine_plays_through_the_same_bridge():
+    """`chooser_agent`: a chooser that takes the play leaving the most checkers off, else the
+    first, sees every position before a turn with its legal plays, and plays whole games."""
+    from turbozero.engines.players import chooser_agent
+
+    env = turbozero.envs.make("backgammon")
+    seen = []
+
+    def greedy(board, plays):
+        seen.append(len(plays))
+        offs = [np.frombuffer(p.after, np.int8)[26] for p in plays]
+        return int(np.argmax(offs)), 0.0
+
+    agent = chooser_agent(env, greedy, name="greedy-off")
+    r = play_match(env, agent, random_agent(env), jax.random.PRNGKey(2), num_games=4)
+    assert r.num_games == 4 and r.illegal_moves_a == 0 and seen and min(seen) >= 2
+    with pytest.raises(ValueError, match="built-in engine's name"):
+        chooser_agent(env, greedy, name="pubeval")
+
+
+def test_calls_for_the_main_thread_are_served_there_while_the_match_runs():
+    import threading
+
+    from turbozero.engines.main_thread import on_main_thread, serve_main_thread
+
+    def where():
+        return threading.current_thread() is threading.main_thread()
+
+    errors = []
+    thread = threading.Thread(target=lambda: errors.append(_refused(on_main_thread, where)))
+    thread.start()
+    thread.join()
+    assert errors == ["refused"]  # nobody serves: a clear error, not a crash in gnubg
+
+    def match():  # (on a helper thread, asking the main thread twice)
+        return where(), on_main_thread(where), on_main_thread(lambda: 6 * 7)
+
+    assert serve_main_thread(match) == (False, True, 42)
+
+
+def _refused(fn, *args):
+    try:
+        fn(*args)
+    except RuntimeError as err:
+        assert "main thread" in str(err)
+        return "refused"
+    return "ran"

@@ -181,7 +181,9 @@ class AlphaZeroConfig(Config):
     eval_every: int = 1
     eval_games: int = 64
     eval_simulations: int = 0  # 0: the self-play simulation count
-    eval_opponents: tuple[str, ...] = ("random",)  # random, perfect, mcts:N, best, network
+    eval_opponents: tuple[str, ...] = (
+        "random",
+    )  # random, perfect, mcts:N, pubeval, gnubg:PLY, best, network
     eval_accuracy: bool = False  # move accuracy vs a solver: tic_tac_toe, connect_four
     eval_accuracy_positions: int = 1000  # Connect Four's labelled set (tic-tac-toe: all 4,520)
     eval_record_games: int = 2  # games per opponent drawn in RUN/games/latest.html (0: none)
@@ -271,10 +273,10 @@ class AlphaZeroConfig(Config):
         for opp in self.eval_opponents:
             # ("best": the best network so far; "network": the current one without search)
             if opp not in ("best", "network"):
-                game = parse_opponent(opp, what="eval_opponents entry").game
-                if game is not None and self.env != game:
+                parsed = parse_opponent(opp, what="eval_opponents entry")
+                if not parsed.plays(self.env):
                     raise ConfigError(
-                        f"eval_opponents {opp!r} plays {game} only, not env {self.env!r}"
+                        f"eval_opponents {opp!r} plays {parsed.game} only, not env {self.env!r}"
                     )
         from turbozero.arena.accuracy import SOLVED_GAMES
         from turbozero.arena.perfect import PERFECT_GAMES

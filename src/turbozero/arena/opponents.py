@@ -15,29 +15,38 @@ from turbozero.validate import is_digits
 
 #: the largest rollout-MCTS simulation count (its tree holds N + 1 nodes)
 MAX_MCTS_SIMULATIONS = (1 << 24) - 1
-#: the engines by kind, and the game each plays
-ENGINE_GAMES = {"pubeval": "backgammon", "gnubg": "backgammon"}
+#: the engines by kind, and the game each plays ("go": every board size)
+ENGINE_GAMES = {"pubeval": "backgammon", "gnubg": "backgammon", "gnugo": "go", "gtp": "go"}
 MAX_GNUBG_PLY = 2
+MAX_GNUGO_LEVEL = 10
 HELP = (
     f"random | perfect ({', '.join(PERFECT_GAMES)}) | mcts:N (rollout MCTS with N simulations, "
     f"N in [1, {MAX_MCTS_SIMULATIONS}]) | pubeval (backgammon) | gnubg:PLY (backgammon, PLY in "
-    f"[0, {MAX_GNUBG_PLY}])"
+    f"[0, {MAX_GNUBG_PLY}]) | gnugo:LEVEL (Go, LEVEL in [1, {MAX_GNUGO_LEVEL}]) | gtp:COMMAND (Go: "
+    "any GTP engine)"
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class Opponent:
     """A parsed opponent name: `kind` is "random", "perfect", "mcts" (with `simulations`),
-    "pubeval" or "gnubg" (with `ply`)."""
+    "pubeval", "gnubg" (with `ply`), "gnugo" (with `level`) or "gtp" (with `command`)."""
 
     kind: str
     simulations: int = 0
     ply: int = 0
+    level: int = 0
+    command: str = ""
 
     @property
     def game(self) -> str | None:
         """The one game this opponent plays (engines), or None (any game it is built for)."""
         return ENGINE_GAMES.get(self.kind)
+
+    def plays(self, env: str) -> bool:
+        """Whether it plays the game `env` (a preset's `env`: `go_9x9` is Go)."""
+        game = self.game
+        return game is None or env == game or env.startswith(f"{game}_")
 
 
 def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
@@ -52,6 +61,12 @@ def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
         ply = name[6:]
         if is_digits(ply) and 0 <= int(ply) <= MAX_GNUBG_PLY:
             return Opponent("gnubg", ply=int(ply))
+    if isinstance(name, str) and name.startswith("gnugo:"):
+        level = name[6:]
+        if is_digits(level) and 1 <= int(level) <= MAX_GNUGO_LEVEL:
+            return Opponent("gnugo", level=int(level))
+    if isinstance(name, str) and name.startswith("gtp:") and name[4:].strip():
+        return Opponent("gtp", command=name[4:].strip())
     if isinstance(name, str) and name.startswith("mcts:"):
         n = name[5:]
         if is_digits(n) and 1 <= int(n) <= MAX_MCTS_SIMULATIONS:
@@ -66,6 +81,10 @@ def make_opponent(env: Env, name: str) -> Agent:
         return random_agent(env)
     if opponent.kind == "perfect":
         return perfect_agent(env)
+    if opponent.game == "go":
+        from turbozero.engines.players import go_engine_agent
+
+        return go_engine_agent(env, name)
     if opponent.game is not None:
         from turbozero.engines.players import backgammon_engine_agent
 

@@ -1,4 +1,5 @@
-"""Backgammon engines as agents of compiled matches: `pubeval` and `gnubg:PLY`.
+"""Engines as agents of compiled matches: `pubeval` and `gnubg:PLY` for backgammon,
+`gnugo:LEVEL` and `gtp:COMMAND` for Go (at the end).
 
 An engine chooses a whole turn; pgx plays it one checker at a time. At the first decision of a
 turn the engine scores every legal play (`turn_plays`) and its choice is kept as a plan: the
@@ -9,9 +10,12 @@ host through `jax.pure_callback`, as the Connect Four solver is reached.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import shlex
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -104,12 +108,15 @@ _PLANNERS: dict[str, TurnPlanner] = {}
 
 
 def planner(spec: str) -> TurnPlanner:
-    """The process's planner for an engine spec (`pubeval`, `gnubg:PLY`), made once."""
+    """The process's planner for an engine spec (`pubeval`, `gnubg:PLY`, or the name given to
+    `chooser_agent`), made once."""
     if spec not in _PLANNERS:
         if spec == "pubeval":
             _PLANNERS[spec] = TurnPlanner(pubeval_chooser)
-        else:
+        elif spec.startswith("gnubg:"):
             _PLANNERS[spec] = TurnPlanner(gnubg_chooser(int(spec.split(":")[1])))
+        else:
+            raise ValueError(f"no engine {spec!r}: pubeval, gnubg:PLY or a chooser_agent's name")
     return _PLANNERS[spec]
 
 
@@ -145,6 +152,22 @@ class BackgammonEnginePolicy:
         return AgentOutput(action, weights, value)
 
 
+def chooser_agent(env: Env, choose: Chooser, *, name: str) -> Agent:
+    """An agent playing pgx backgammon with your own engine: `choose(board, plays)` gets the
+    position before the turn (pgx's `_board`, from the mover's side) and its legal plays
+    (`turn_plays`; each play's `after` is the position it leaves) and returns the index of the
+    play to make and a value for the mover. Plays are planned and sent to pgx as the built-in
+    engines' are; `name` names it in matches (and keys its plan book: one engine per name).
+
+    Raises:
+        ValueError: `env` is not pgx's backgammon, or `name` is a built-in engine's.
+    """
+    if name == "pubeval" or name.startswith("gnubg:"):
+        raise ValueError(f"{name!r} is a built-in engine's name; give yours another")
+    _PLANNERS[name] = TurnPlanner(choose)
+    return backgammon_engine_agent(env, name)
+
+
 def backgammon_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
     """An agent playing pgx backgammon as the engine `spec` (`pubeval` or `gnubg:PLY`) does.
 
@@ -156,3 +179,71 @@ def backgammon_engine_agent(env: Env, spec: str, *, name: str | None = None) -> 
         raise ValueError(f"{spec} plays backgammon only, not {env.name!r}")
     planner(spec)  # (a missing gnubg is named here, not inside a compiled match)
     return make_agent(BackgammonEnginePolicy(env, spec), None, name=name or spec)
+
+
+# ------------------------------------------------------------------------------ Go over GTP
+
+_GO_ENGINES: dict[tuple[str, int], Any] = {}
+
+
+def go_engine(spec: str, size: int) -> Any:
+    """The process's GTP engine for `spec` (`gnugo:LEVEL` or `gtp:COMMAND`) on a `size` board,
+    started once (a FileNotFoundError in one line if its program is missing)."""
+    from turbozero.engines.gtp import GTPEngine, gnugo_command
+
+    if (spec, size) not in _GO_ENGINES:
+        kind, _, rest = spec.partition(":")
+        command = gnugo_command(int(rest)) if kind == "gnugo" else shlex.split(rest)
+        engine = GTPEngine(command, size)
+        atexit.register(engine.close)  # (the subprocess ends with the process)
+        _GO_ENGINES[(spec, size)] = engine
+    return _GO_ENGINES[(spec, size)]
+
+
+@dataclasses.dataclass(frozen=True)
+class GoEnginePolicy:
+    """A GTP engine's move in pgx's Go (`spec`: `gnugo:LEVEL` or `gtp:COMMAND`); `weights`
+    one-hot on it, `value` 0 (GTP gives none)."""
+
+    env: Env
+    spec: str
+    size: int
+
+    def moves(self, boards: np.ndarray, steps: np.ndarray, legal: np.ndarray, done: np.ndarray):
+        engine = go_engine(self.spec, self.size)
+        actions = np.full(boards.shape[0], self.size * self.size, np.int32)  # pass
+        for i in range(boards.shape[0]):
+            if not done[i]:
+                black = int(steps[i]) % 2 == 0
+                actions[i] = engine.genmove(boards[i], black, np.asarray(legal[i]))
+        return actions
+
+    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+        del params, key
+        batch = states.terminated.shape[0]
+        action = jax.pure_callback(
+            self.moves,
+            jax.ShapeDtypeStruct((batch,), jnp.int32),
+            states._x.board,
+            states._x.step_count,
+            states.legal_action_mask,
+            states.terminated,
+            vmap_method="broadcast_all",
+        )
+        weights = jax.nn.one_hot(action, self.env.num_actions, dtype=jnp.float32)
+        return AgentOutput(action, weights, jnp.zeros((batch,), jnp.float32))
+
+
+def go_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
+    """An agent playing pgx's Go as the GTP engine `spec` does (`gnugo:LEVEL`, `gtp:COMMAND`).
+
+    Raises:
+        ValueError: `env` is not pgx's Go.
+        FileNotFoundError: the engine's program is not installed.
+    """
+    game = env.name.removeprefix("pgx:")
+    if not game.startswith("go_"):
+        raise ValueError(f"{spec} plays Go only, not {env.name!r}")
+    size = int(game.removeprefix("go_").split("x")[0])
+    go_engine(spec, size)  # (a missing program is named here, not inside a compiled match)
+    return make_agent(GoEnginePolicy(env, spec, size), None, name=name or spec)

@@ -1,0 +1,97 @@
+"""Backgammon against the engines players know: pubeval and GNU Backgammon (the `engines` extra).
+
+The engine ladder (always): each pairing below plays `--games` games with colours alternating and
+the dice of each game drawn from `--seed`, one JSON row per pairing: `wins`, `losses`, `score`
+(the share won) with its Wilson 95% interval `score_low`/`score_high`, `points_per_game` (the
+money-game points pgx scores, 1, 2 for a gammon, 3 for a backgammon; no cube) with its normal
+95% interval, `seconds`:
+
+    pubeval vs random, gnubg:0 vs random, gnubg:0 vs pubeval, gnubg:1 vs gnubg:0
+
+With `--run DIR` (a backgammon run directory), its latest network with its evaluation search
+(`--simulations N` to change the count) also plays `--games` games against `pubeval` and against
+`gnubg:0`, a row each (`agent`, `epochs` and `minutes` of its training added). The issue's bar:
+a preset trained for at most an hour wins more than half its games against pubeval (the
+interval above 0.5).
+
+    python bench/engines.py [--games 100] [--seed 0] [--run DIR] [--simulations N]
+
+Run it alone: the matches use every core.
+"""
+
+from __future__ import annotations
+
+import turbozero
+
+turbozero.configure()  # before any JAX computation
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit, machine
+from turbozero.arena import play_match
+from turbozero.arena.match import points_interval
+from turbozero.arena.opponents import make_opponent
+
+LADDER = (
+    ("pubeval", "random"),
+    ("gnubg:0", "random"),
+    ("gnubg:0", "pubeval"),
+    ("gnubg:1", "gnubg:0"),
+)
+
+
+def row(a: Any, b: Any, env: Any, games: int, seed: int) -> dict[str, Any]:
+    """One match of `games` games of agent `a` against agent `b`, summarised."""
+    start = time.perf_counter()
+    r = play_match(env, a, b, jax.random.PRNGKey(seed), num_games=games)
+    low, high = points_interval(r)
+    return {
+        "a": a.name,
+        "b": b.name,
+        "games": r.num_games,
+        "wins": r.wins,
+        "losses": r.losses,
+        "score": round(r.score, 4),
+        "score_low": round(r.score_low, 4),
+        "score_high": round(r.score_high, 4),
+        "points_per_game": round(float(r.mean_return_a), 4),
+        "points_low": round(low, 4),
+        "points_high": round(high, 4),
+        "seconds": round(time.perf_counter() - start, 1),
+        "seed": seed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run", help="a backgammon run directory: its agent against the engines")
+    parser.add_argument("--simulations", type=int, default=None)
+    args = parser.parse_args()
+    env = turbozero.envs.make("backgammon")
+    emit({"bench": "engines", **machine()})
+    for a, b in LADDER:
+        emit(row(make_opponent(env, a), make_opponent(env, b), env, args.games, args.seed))
+    if args.run:
+        loaded = turbozero.load_agent(args.run, args.simulations)
+        meta = json.loads((Path(args.run) / "summary.json").read_text())
+        trained = {
+            "epochs": meta.get("epochs"),
+            "minutes": round(meta.get("wall_seconds", 0) / 60, 1),
+        }
+        for engine in ("pubeval", "gnubg:0"):
+            out = row(loaded.agent, make_opponent(env, engine), env, args.games, args.seed)
+            emit({**out, "agent": args.run, **trained})
+
+
+if __name__ == "__main__":
+    main()

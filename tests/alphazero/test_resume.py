@@ -32,6 +32,7 @@ TIMING = (
     "train_seconds",
     "eval_seconds",
 )
+ONCE = ("compile_seconds", "startup_seconds")  # a process's start: compiling, warm-up moves
 
 
 def _meta(run):
@@ -44,7 +45,7 @@ def _meta(run):
 
 def _rows(run):
     return [
-        {k: v for k, v in r.items() if k not in TIMING and k != "compile_seconds"}
+        {k: v for k, v in r.items() if k not in TIMING and k not in ONCE}
         for r in RunDir(run).read_metrics()
     ]
 

@@ -181,9 +181,7 @@ class AlphaZeroConfig(Config):
     eval_every: int = 1
     eval_games: int = 64
     eval_simulations: int = 0  # 0: the self-play simulation count
-    eval_opponents: tuple[str, ...] = (
-        "random",
-    )  # random, perfect, mcts:N, pubeval, gnubg:PLY, best, network
+    eval_opponents: tuple[str, ...] = ("random",)  # random, perfect, mcts:N, engines, best, network
     eval_accuracy: bool = False  # move accuracy vs a solver: tic_tac_toe, connect_four
     eval_accuracy_positions: int = 1000  # Connect Four's labelled set (tic-tac-toe: all 4,520)
     eval_record_games: int = 2  # games per opponent drawn in RUN/games/latest.html (0: none)

@@ -177,6 +177,7 @@ def test_an_engine_against_itself_scores_an_even_share_with_colours_alternating(
     assert int(np.sum(np.asarray(r.a_first))) == 20  # both colours equally often
 
 
+@pytest.mark.slow  # (80 games: a strength check, not the bridge's; bench/engines.py: 71-29)
 def test_gnubg_beats_pubeval():
     """The stronger engine wins: gnubg's network at 0 ply against Tesauro's linear evaluator."""
     env = turbozero.envs.make("backgammon")

@@ -441,8 +441,7 @@ def othello() -> AlphaZeroConfig:
     "tiles (search.chance=sampled: one tile drawn per edge instead), the search's best move in "
     "self-play, value target half the search's root value; reports the largest tile",
     algorithm="alphazero",
-    # 2 minutes on 2 cores: return 3,907 then 4,683 at epochs 40 and 80 (the
-    # network alone 1,256 then 1,430; 32 games each; games cut at 640 moves)
+    # about 2 minutes on 2 cores: two evaluations of 32 games (games cut at 640 moves)
     quick=(
         "num_epochs=80",
         "eval_every=40",
@@ -478,8 +477,7 @@ def game_2048() -> AlphaZeroConfig:
     "rolls), 16 simulations in self-play, 64 in evaluation; 1,000 epochs (about 40 minutes on "
     "a 2-core CPU); evaluated against random and its own network without search",
     algorithm="alphazero",
-    # 2 minutes on 2 cores (compiled before): won 81% then 78% of 32 games against random at
-    # epochs 20 and 40
+    # about 2 minutes on 2 cores: two evaluations of 32 games against random
     quick=(
         "num_epochs=40",
         "eval_every=20",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import html
 import json
@@ -15,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.match import MatchResult
-from turbozero.envs.boards import COLOURS, move_label, outcome_label, point_numbers
+from turbozero.envs.boards import colour_and_points, move_label, outcome_label
 from turbozero.envs.chance import step_with_outcome
 from turbozero.envs.core import Env
 from turbozero.types import PyTree
@@ -51,8 +52,7 @@ def _replay_with_chance(
     if not 0 <= game < result.num_games:
         raise ValueError(f"game must be in [0, {result.num_games}), got {game}")
     game_key = jnp.asarray(result.game_keys[game])
-    init = jax.jit(env.init)
-    step = jax.jit(step_with_outcome(env))
+    init, step = _replay_programs(env)
     state, meta = init(jax.random.fold_in(game_key, 0))
     states, movers, outcomes = [state], [], []
     # the game's own length bounds it (continuous actions have no end marker; discrete ones
@@ -65,6 +65,12 @@ def _replay_with_chance(
         states.append(state)
         outcomes.append(int(outcome) if bool(drawn) else None)
     return states, movers, outcomes
+
+
+@functools.lru_cache(maxsize=16)
+def _replay_programs(env: Env) -> tuple[Any, Any]:
+    """`(init, step)` compiled once per game (`step` through the chance split)."""
+    return jax.jit(env.init), jax.jit(step_with_outcome(env))
 
 
 def render_game_svgs(env: Env, states_sequence: Sequence[PyTree]) -> list[str]:
@@ -155,7 +161,7 @@ li.now{font-weight:bold} button{margin-right:4px}
 """
 
 #: a game whose drawings together exceed this many bytes (a long 2048 or backgammon game) is
-#: sent gzip-compressed and drawn by the page's script (consecutive boards compress about 90x)
+#: sent gzip-compressed and drawn by the page's script (a 133-move 2048 game: 26 times smaller)
 FRAMES_INLINE_BYTES = 200_000
 
 _PAGE_SCRIPT = """
@@ -197,7 +203,7 @@ def game_html(env: Env, result: MatchResult, game: int) -> str:
     states, movers, outcomes = _replay_with_chance(env, result, game)
     actions = np.asarray(result.actions)[: len(movers), game]
     player_a = int(np.asarray(result.player_a)[game])
-    a_colour, overlay = _overlay(env, states[0], player_a)
+    a_colour, overlay = colour_and_points(env.name, states[0], player_a)
     svgs = [_with_labels(fit_svg(s), overlay) for s in render_game_svgs(env, states)]
     names = [
         html.escape(result.name_a if m == player_a or not result.name_b else result.name_b)
@@ -267,17 +273,6 @@ def packed_frames(section: str) -> list[list[str]] | None:
         return None
     frames: list[list[str]] = json.loads(gzip.decompress(base64.b64decode(m.group(1))))
     return frames
-
-
-def _overlay(env: Env, start: PyTree, player_a: int) -> tuple[str | None, list[list[Any]]]:
-    """Agent A's colour in games that name colours (backgammon), and the labels written over
-    every board: backgammon's point numbers from A's side."""
-    if env.name != "backgammon":
-        return None, []
-    mover = int(start.current_player)
-    mover_colour = int(np.asarray(start._turn))
-    a_colour = mover_colour if mover == player_a else 1 - mover_colour
-    return COLOURS[a_colour], point_numbers(black=a_colour == 0)
 
 
 def _with_labels(svg: str, labels: list[list[Any]]) -> str:

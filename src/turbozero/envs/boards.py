@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 #: one clickable cell: (action, x, y, radius)
 Cell = tuple[int, float, float, float]
 
@@ -81,6 +83,17 @@ COLOURS = ("black", "white")  # pgx backgammon's `_turn`: 0 black, 1 white (draw
 # (12.5, 12.5), the top points' tips at 6 grid units and the bottom points' at 8 (the point
 # numbers go in the band between them)
 GRID, GRID_ORIGIN = 25.0, 12.5
+
+
+def _go_board(n: int) -> Board:
+    """pgx's Go on an `n` x `n` board: stones on intersections, A..T without I, black first."""
+    return Board(
+        cells=lambda: _go_cells(n),
+        label=_go_label(n),
+        symmetry=("square", n),
+        marks=("black", "white"),
+        coordinates=True,
+    )
 
 
 def _direction_label(action: int) -> str:
@@ -188,24 +201,23 @@ BOARDS: dict[str, Board] = {
         symmetry=("square", 8),
         coordinates=True,
     ),
-    "go_9x9": Board(
-        cells=lambda: _go_cells(9),
-        label=_go_label(9),
-        symmetry=("square", 9),
-        marks=("black", "white"),
-        coordinates=True,
-    ),
-    "go_19x19": Board(
-        cells=lambda: _go_cells(19),
-        label=_go_label(19),
-        symmetry=("square", 19),
-        marks=("black", "white"),
-        coordinates=True,
-    ),
+    "go_9x9": _go_board(9),
+    "go_19x19": _go_board(19),
     "hex": Board(cells=_hex_cells, label=_square_label(11, {121: "swap"}), coordinates=True),
     "2048": Board(cells=None, label=_direction_label, outcome_label=_tile_label),
     "backgammon": Board(cells=None, label=backgammon_label, outcome_label=_dice_label),
 }
+
+
+def colour_and_points(env_name: str, state: Any, player: int) -> tuple[str | None, list[list[Any]]]:
+    """`player`'s colour in games that name colours by player (backgammon: pgx's `_turn` is the
+    mover's), and the point numbers written over the drawing from that player's side; `(None,
+    [])` for other games. Shared by the play page and the game records."""
+    if env_name != "backgammon":
+        return None, []
+    mover_colour = int(np.asarray(state._turn))  # pgx keeps the board from the mover's side
+    colour = mover_colour if int(state.current_player) == player else 1 - mover_colour
+    return COLOURS[colour], point_numbers(black=colour == 0)
 
 
 def point_numbers(*, black: bool) -> list[list[Any]]:

@@ -15,12 +15,12 @@ import numpy as np
 
 from turbozero.envs.boards import (
     BAR,
-    COLOURS,
     GRID,
     GRID_ORIGIN,
     OFF,
     backgammon_label,
     backgammon_move,
+    colour_and_points,
     coordinate_labels,
     move_label,
     player_marks,
@@ -116,8 +116,7 @@ def game_view(env_name: str, state: Any, *, human_player: int) -> dict[str, Any]
         ]
     elif env_name == "backgammon":
         mover = int(state.current_player)
-        mover_colour = int(state._turn)  # pgx keeps the board from the mover's side
-        human_colour = mover_colour if mover == human_player else 1 - mover_colour
+        colour, numbers = colour_and_points(env_name, state, human_player)
         left = sorted(
             (int(d) + 1 for d in np.asarray(state._playable_dice) if d >= 0), reverse=True
         )
@@ -126,10 +125,8 @@ def game_view(env_name: str, state: Any, *, human_player: int) -> dict[str, Any]
             "left": left,
             "player": "human" if mover == human_player else "agent",
         }
-        view["colour"] = COLOURS[human_colour]
-        view["board_labels"] = point_numbers(black=human_colour == 0) + off_labels(
-            human_black=human_colour == 0
-        )
+        view["colour"] = colour
+        view["board_labels"] = numbers + off_labels(human_black=colour == "black")
         view["history_note"] = (
             "Each side's moves are numbered from its own side, as players write them: "
             "the agent's 24-point is your 1-point."

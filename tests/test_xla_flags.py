@@ -206,12 +206,16 @@ def test_the_search_walk_compiles_into_one_function_per_loop():
     assert any("closed_call/while" in line for line in whole)  # the walk, inside the simulation
 
 
-def test_the_fast_suite_compiles_at_llvm_level_1_unless_the_level_was_chosen():
-    from tests.conftest import SUITE_OPTIMIZATION_LEVEL
+def test_the_fast_suite_compiles_at_llvm_level_1_with_older_emitters_unless_chosen():
+    from tests.conftest import SUITE_EMITTERS, SUITE_OPTIMIZATION_LEVEL
 
     chosen = os.environ.get("TURBOZERO_SUITE_XLA_FLAGS", "")  # flags the suite was started with
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_optimization_level" in chosen:
-        assert SUITE_OPTIMIZATION_LEVEL not in flags.replace(chosen, "")
-    else:
-        assert SUITE_OPTIMIZATION_LEVEL in flags
+    for option, setting in [
+        ("xla_backend_optimization_level", SUITE_OPTIMIZATION_LEVEL),
+        ("xla_cpu_use_fusion_emitters", SUITE_EMITTERS),
+    ]:
+        if option in chosen:
+            assert setting not in flags.replace(chosen, "")
+        else:
+            assert setting in flags

@@ -8,13 +8,20 @@ money-game points pgx scores, 1, 2 for a gammon, 3 for a backgammon; no cube) wi
 
     pubeval vs random, gnubg:0 vs random, gnubg:0 vs pubeval, gnubg:1 vs gnubg:0
 
+Move quality (always): on `--positions` positions scored by gnubg at 0 ply
+(`turbozero.engines.quality`, the set `turbozero eval --accuracy` and training use), the error
+rate (millipoints of equity given up a move against gnubg's best) and the share of gnubg's best
+plays of random play, pubeval and gnubg:0 itself (0 and 1 by construction: a check of the
+bridge), one row each (`measure: "quality"`).
+
 With `--run DIR` (a backgammon run directory), its latest network with its evaluation search
 (`--simulations N` to change the count) also plays `--games` games against `pubeval` and against
-`gnubg:0`, a row each (`agent`, `epochs` and `minutes` of its training added). The issue's bar:
-a preset trained for at most an hour wins more than half its games against pubeval (the
-interval above 0.5).
+`gnubg:0`, a row each (`agent`, `epochs` and `minutes` of its training added), and gets a
+quality row. The issue's bar: a preset trained for at most an hour wins more than half its games
+against pubeval (the interval above 0.5).
 
-    python bench/engines.py [--games 100] [--seed 0] [--run DIR] [--simulations N]
+    python bench/engines.py [--games 100] [--seed 0] [--positions 200] [--run DIR]
+        [--simulations N]
 
 Run it alone: the matches use every core.
 """
@@ -39,6 +46,7 @@ from common import emit, machine
 from turbozero.arena import play_match
 from turbozero.arena.match import points_interval
 from turbozero.arena.opponents import make_opponent
+from turbozero.engines.quality import move_quality, quality_positions
 
 LADDER = (
     ("pubeval", "random"),
@@ -70,17 +78,37 @@ def row(a: Any, b: Any, env: Any, games: int, seed: int) -> dict[str, Any]:
     }
 
 
+def quality_row(agent: Any, env: Any, positions: Any, seed: int) -> dict[str, Any]:
+    """The agent's gnubg error rate and share of gnubg's best plays on `positions`."""
+    start = time.perf_counter()
+    q = move_quality(env, agent, positions, jax.random.PRNGKey(seed))
+    return {
+        "measure": "quality",
+        "a": agent.name,
+        "positions": q.num_positions,
+        "gnubg_ply": q.ply,
+        "error_rate": round(q.error_rate, 2),
+        "best_share": round(q.best_share, 4),
+        "phases": q.phases,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run", help="a backgammon run directory: its agent against the engines")
     parser.add_argument("--simulations", type=int, default=None)
+    parser.add_argument("--positions", type=int, default=200)
     args = parser.parse_args()
     env = turbozero.envs.make("backgammon")
     emit({"bench": "engines", **machine()})
     for a, b in LADDER:
         emit(row(make_opponent(env, a), make_opponent(env, b), env, args.games, args.seed))
+    positions = quality_positions(env, args.positions)
+    for name in ("random", "pubeval", "gnubg:0"):
+        emit(quality_row(make_opponent(env, name), env, positions, args.seed))
     if args.run:
         loaded = turbozero.load_agent(args.run, args.simulations)
         meta = json.loads((Path(args.run) / "summary.json").read_text())
@@ -91,6 +119,7 @@ def main() -> None:
         for engine in ("pubeval", "gnubg:0"):
             out = row(loaded.agent, make_opponent(env, engine), env, args.games, args.seed)
             emit({**out, "agent": args.run, **trained})
+        emit({**quality_row(loaded.agent, env, positions, args.seed), "agent": args.run, **trained})
 
 
 if __name__ == "__main__":

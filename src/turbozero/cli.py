@@ -171,14 +171,30 @@ MAX_EVAL_GAMES = 1 << 20  # games of one evaluation, played as one batch
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import json
-
+    """`turbozero eval`: a run's agent against an opponent, or its accuracy on solved positions."""
     import jax
 
     import turbozero
-    from turbozero.arena import play_match
-    from turbozero.arena.match import points_interval
     from turbozero.io import enable_compilation_cache
+
+    _check_eval_args(args)
+    enable_compilation_cache()
+    loaded = turbozero.load_agent(
+        args.run_dir, args.simulations, which=args.which, trust=args.trust_run
+    )
+    key = jax.random.PRNGKey(args.seed)
+    if args.accuracy:
+        out = _eval_accuracy(args, loaded, key)
+    elif loaded.env.num_players == 1:
+        out = _eval_one_player(args, loaded, key)
+    else:
+        out = _eval_two_players(args, loaded, key)
+    _print_eval(out, as_json=args.json)
+    return 0
+
+
+def _check_eval_args(args: argparse.Namespace) -> None:
+    """`eval`'s arguments in range and consistent with each other, before anything loads."""
     from turbozero.search.search import MAX_NODES
 
     # (counts reach the compiled match as int32; games are a batch held in memory at once)
@@ -201,7 +217,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 f"--simulations is for AlphaZero runs; {str(rd.path)!r} is a PPO run (it does "
                 f"not search)"
             )
-    enable_compilation_cache()
     if args.accuracy:
         for flag, value in (
             ("--vs", args.vs),
@@ -214,102 +229,151 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ConfigError(f"--positions must be in [1, 100000], got {args.positions}")
     elif args.positions is not None:
         raise ConfigError("--positions is the size of --accuracy's position set; add --accuracy")
-    loaded = turbozero.load_agent(
-        args.run_dir, args.simulations, which=args.which, trust=args.trust_run
-    )
-    env = loaded.env
-    key = jax.random.PRNGKey(args.seed)
-    if args.accuracy:
-        from turbozero.arena.accuracy import SOLVED_GAMES, move_accuracy, positions_for
 
-        if env.name.removeprefix("pgx:") not in SOLVED_GAMES:
-            raise ConfigError(
-                f"--accuracy needs a solver, which exists for {', '.join(SOLVED_GAMES)}; "
-                f"{env.name!r} has none"
-            )
-        if env.name.removeprefix("pgx:") == "tic_tac_toe" and args.positions is not None:
-            raise ConfigError(
-                "--positions chooses Connect Four's set; tic_tac_toe's is all of its 4,520 "
-                "reachable positions"
-            )
-        # the set the run's own evaluations used, unless asked for another size
-        default = getattr(getattr(loaded, "config", None), "eval_accuracy_positions", 1000)
-        positions = positions_for(env.name, num_positions=args.positions or default)
-        acc = move_accuracy(env, loaded.agent, positions, key)
-        out = {
-            "run": str(args.run_dir),
-            "agent": loaded.agent.name,
-            "env": env.name,
-            "positions": acc.num_positions,
-            "accuracy_result": acc.result,
-            "mistakes": acc.mistakes,
-            "accuracy_best": acc.best,
-            "phases": acc.phases,
-            "by_result": acc.by_result,
-        }
-    elif env.num_players == 1:
-        if args.vs is not None:
-            raise ConfigError(f"--vs is for two-player games; {env.name!r} has one player")
-        if args.opening_moves:
-            raise ConfigError(
-                f"--opening-moves is for two-player games; {env.name!r} has one player"
-            )
-        r = play_match(env, loaded.agent, None, key, num_games=args.games, max_steps=args.max_steps)
-        out = {
-            "run": str(args.run_dir),
-            "agent": loaded.agent.name,
-            "env": env.name,
-            "games": r.num_games,
-            "mean_return": r.mean_return_a,
-            "mean_length": r.mean_length,
-            # ended by a time limit (the environment's, e.g. Pendulum's 200 steps, or --max-steps)
-            "truncated": r.num_truncated,
-        }
-    else:
-        if args.games % 2:
-            raise ConfigError(f"--games must be even (sides are swapped), got {args.games}")
-        vs = args.vs or "random"
-        opp = _opponent(vs, env, args.simulations, args.trust_run)
-        if args.opening_moves is None:  # the default leaves the agent at least one move
-            args.opening_moves = 2 if args.max_steps is None else min(2, args.max_steps - 1)
-        elif args.max_steps is not None and args.opening_moves >= args.max_steps:
-            raise ConfigError(
-                f"--opening-moves ({args.opening_moves}) must be below --max-steps "
-                f"({args.max_steps}): every move played would be random"
-            )
-        r = play_match(
-            env,
-            loaded.agent,
-            opp,
-            key,
-            num_games=args.games,
-            max_steps=args.max_steps,
-            opening_moves=args.opening_moves,
+
+def _eval_accuracy(args: argparse.Namespace, loaded: Any, key: Any) -> dict[str, Any]:
+    """`eval --accuracy`: the share of solver-labelled positions where the agent keeps the
+    result."""
+    from turbozero.arena.accuracy import SOLVED_GAMES, move_accuracy, positions_for
+
+    env = loaded.env
+    if env.name.removeprefix("pgx:") == "backgammon":
+        return _eval_gnubg_quality(args, loaded, key)
+    if env.name.removeprefix("pgx:") not in SOLVED_GAMES:
+        raise ConfigError(
+            f"--accuracy needs a solver, which exists for {', '.join(SOLVED_GAMES)}, or gnubg "
+            f"(backgammon); {env.name!r} has neither"
         )
-        out = {
-            "run": str(args.run_dir),
-            "agent": loaded.agent.name,
-            "env": env.name,
-            "vs": vs,
-            "games": r.num_games,
-            "opening_moves": args.opening_moves,  # random moves: even "perfect" can lose
-            "wins": r.wins,
-            "draws": r.draws,
-            "losses": r.losses,
-            "score": r.score,
-            "score_ci95": [round(r.score_low, 4), round(r.score_high, 4)],
-            # the game's own points (backgammon: 1, 2 for a gammon, 3 for a backgammon)
-            "points_per_game": round(float(r.mean_return_a), 4),
-            "points_per_game_ci95": [round(x, 4) for x in points_interval(r)],
-            "as_first": list(r.as_first),  # [wins, draws, losses]
-            "as_second": list(r.as_second),
-            "illegal_moves": r.illegal_moves,  # both sides'
-            "agent_illegal_moves": r.illegal_moves_a,
-            "mean_length": r.mean_length,
-            # ended by a time limit (the environment's or --max-steps), not by the game: draws
-            "truncated": r.num_truncated,
-        }
-    if args.json:
+    if env.name.removeprefix("pgx:") == "tic_tac_toe" and args.positions is not None:
+        raise ConfigError(
+            "--positions chooses Connect Four's set; tic_tac_toe's is all of its 4,520 "
+            "reachable positions"
+        )
+    # the set the run's own evaluations used, unless asked for another size
+    default = getattr(getattr(loaded, "config", None), "eval_accuracy_positions", 1000)
+    positions = positions_for(env.name, num_positions=args.positions or default)
+    acc = move_accuracy(env, loaded.agent, positions, key)
+    return {
+        "run": str(args.run_dir),
+        "agent": loaded.agent.name,
+        "env": env.name,
+        "positions": acc.num_positions,
+        "accuracy_result": acc.result,
+        "mistakes": acc.mistakes,
+        "accuracy_best": acc.best,
+        "phases": acc.phases,
+        "by_result": acc.by_result,
+    }
+
+
+def _eval_gnubg_quality(args: argparse.Namespace, loaded: Any, key: Any) -> dict[str, Any]:
+    """`eval --accuracy` in backgammon: gnubg's error rate of the agent's plays and their share
+    of gnubg's best, on the run's own number of positions unless `--positions` says."""
+    from turbozero.engines.quality import move_quality, quality_positions
+
+    default = getattr(getattr(loaded, "config", None), "eval_accuracy_positions", 1000)
+    positions = quality_positions(loaded.env, args.positions or default)
+    q = move_quality(loaded.env, loaded.agent, positions, key)
+    return {
+        "run": str(args.run_dir),
+        "agent": loaded.agent.name,
+        "env": loaded.env.name,
+        "positions": q.num_positions,
+        "gnubg_ply": q.ply,
+        "error_rate": round(q.error_rate, 2),  # millipoints a move, as gnubg reports it
+        "gnubg_best": q.best_share,
+        "phases": q.phases,
+    }
+
+
+def _eval_one_player(args: argparse.Namespace, loaded: Any, key: Any) -> dict[str, Any]:
+    """`eval` of a one-player game: the agent's mean return over `--games` games."""
+    from turbozero.arena import play_match
+
+    env = loaded.env
+    if args.vs is not None:
+        raise ConfigError(f"--vs is for two-player games; {env.name!r} has one player")
+    if args.opening_moves:
+        raise ConfigError(f"--opening-moves is for two-player games; {env.name!r} has one player")
+    r = play_match(env, loaded.agent, None, key, num_games=args.games, max_steps=args.max_steps)
+    return {
+        "run": str(args.run_dir),
+        "agent": loaded.agent.name,
+        "env": env.name,
+        "games": r.num_games,
+        "mean_return": r.mean_return_a,
+        "mean_length": r.mean_length,
+        # ended by a time limit (the environment's, e.g. Pendulum's 200 steps, or --max-steps)
+        "truncated": r.num_truncated,
+    }
+
+
+def _eval_two_players(args: argparse.Namespace, loaded: Any, key: Any) -> dict[str, Any]:
+    """`eval` of a two-player game: a match against `--vs` with its intervals."""
+    from turbozero.arena import play_match
+    from turbozero.arena.match import points_interval
+
+    env = loaded.env
+    if args.games % 2:
+        raise ConfigError(f"--games must be even (sides are swapped), got {args.games}")
+    vs = args.vs or "random"
+    opp = _opponent(vs, env, args.simulations, args.trust_run)
+    if args.opening_moves is None:  # the default leaves the agent at least one move
+        args.opening_moves = 2 if args.max_steps is None else min(2, args.max_steps - 1)
+    elif args.max_steps is not None and args.opening_moves >= args.max_steps:
+        raise ConfigError(
+            f"--opening-moves ({args.opening_moves}) must be below --max-steps "
+            f"({args.max_steps}): every move played would be random"
+        )
+    r = play_match(
+        env,
+        loaded.agent,
+        opp,
+        key,
+        num_games=args.games,
+        max_steps=args.max_steps,
+        opening_moves=args.opening_moves,
+    )
+    return {
+        "run": str(args.run_dir),
+        "agent": loaded.agent.name,
+        "env": env.name,
+        "vs": vs,
+        "games": r.num_games,
+        "opening_moves": args.opening_moves,  # random moves: even "perfect" can lose
+        "wins": r.wins,
+        "draws": r.draws,
+        "losses": r.losses,
+        "score": r.score,
+        "score_ci95": [round(r.score_low, 4), round(r.score_high, 4)],
+        # the game's own points (backgammon: 1, 2 for a gammon, 3 for a backgammon)
+        "points_per_game": round(float(r.mean_return_a), 4),
+        "points_per_game_ci95": [round(x, 4) for x in points_interval(r)],
+        "as_first": list(r.as_first),  # [wins, draws, losses]
+        "as_second": list(r.as_second),
+        "illegal_moves": r.illegal_moves,  # both sides'
+        "agent_illegal_moves": r.illegal_moves_a,
+        "mean_length": r.mean_length,
+        # ended by a time limit (the environment's or --max-steps), not by the game: draws
+        "truncated": r.num_truncated,
+    }
+
+
+def _phase_line(p: dict[str, Any]) -> str:
+    """One phase's figures: a solver's (result, best) or gnubg's (error rate, best share)."""
+    if "error_rate" in p:
+        return (
+            f"error rate {p['error_rate']:.1f}, gnubg's best {p['best_share']:.3f} "
+            f"({p['positions']} positions)"
+        )
+    return f"result {p['result']:.3f}, best {p['best']:.3f} ({p['positions']} positions)"
+
+
+def _print_eval(out: dict[str, Any], *, as_json: bool) -> None:
+    """`eval`'s result: one JSON object, or one aligned line per figure."""
+    import json
+
+    if as_json:
         print(json.dumps(out))
     else:
         width = max(map(len, out))
@@ -322,13 +386,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     "balancing task such as CartPole, kept up to the end)"
                 )
             elif k in ("phases", "by_result"):
-                v = "; ".join(
-                    f"{name}: result {p['result']:.3f}, best {p['best']:.3f} "
-                    f"({p['positions']} positions)"
-                    for name, p in v.items()
-                )
+                v = "; ".join(f"{name}: {_phase_line(p)}" for name, p in v.items())
             print(f"{k:>{width}}: {v}")
-    return 0
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -518,9 +577,8 @@ def _trust_run(parser: argparse.ArgumentParser, when: str) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="turbozero", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_train(sub: Any) -> None:
+    """`turbozero train`: its arguments."""
     t = sub.add_parser("train", help="train a preset (turbozero train --list shows them)")
     t.add_argument("preset", nargs="?", help="preset name")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
@@ -546,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     _trust_run(t, "with --resume: ")
     t.set_defaults(fn=cmd_train)
+
+
+def _add_eval(sub: Any) -> None:
+    """`turbozero eval`: its arguments."""
     v = sub.add_parser("eval", help="play a trained agent against an opponent")
     v.add_argument("run_dir", help="a run directory, or a checkpoint step directory in it")
     v.add_argument(
@@ -598,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead of games: the share of solver-labelled positions where the agent's move "
         "keeps the game's result, and where it is the solver's best (tic_tac_toe: all 4,520 "
-        "positions; connect_four: needs the [solvers] extra)",
+        "positions; connect_four: needs the [solvers] extra); in backgammon, gnubg's error rate "
+        "(millipoints a move) and share of its best plays (the [engines] extra)",
     )
     v.add_argument(
         "--positions",
@@ -610,6 +673,10 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--json", action="store_true", help="print one JSON object")
     _trust_run(v, "")
     v.set_defaults(fn=cmd_eval)
+
+
+def _add_play(sub: Any) -> None:
+    """`turbozero play`: its arguments."""
     pl = sub.add_parser("play", help="play against a trained agent in the browser")
     pl.add_argument("run_dir", help="a trained run, AlphaZero or PPO (or a checkpoint step in it)")
     pl.add_argument(
@@ -635,6 +702,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     _trust_run(pl, "")
     pl.set_defaults(fn=cmd_play)
+
+
+def _add_the_others(sub: Any) -> None:
+    """`turbozero envs`, `config` and `plot`: their arguments."""
     e = sub.add_parser("envs", help="list the games")
     e.add_argument("-v", "--verbose", action="store_true", help="show players/actions/shapes")
     e.set_defaults(fn=cmd_envs)
@@ -648,7 +719,25 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plot", help="write the plots of a run directory (into RUN/plots)")
     p.add_argument("run_dir", help="the run directory (or a checkpoint step in it)")
     p.set_defaults(fn=cmd_plot)
-    args = parser.parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per `cmd_*` function."""
+    parser = argparse.ArgumentParser(prog="turbozero", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_train, _add_eval, _add_play, _add_the_others):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; a user's error ends it with one `error:` line and exit status 2."""
+    args = build_parser().parse_args(argv)
+    return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Call the command's function, turning the library's errors into one line each."""
     try:
         import turbozero
 

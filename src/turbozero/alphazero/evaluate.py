@@ -35,9 +35,41 @@ from turbozero.arena import (
 from turbozero.arena.accuracy import move_accuracy, positions_for
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page
+from turbozero.envs.core import Env
 from turbozero.types import Params, PRNGKey
 
 ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
+
+
+def accuracy_set(env: Env, num_positions: int) -> Any:
+    """The positions `eval_accuracy` measures on: solver-labelled ones (tic-tac-toe, Connect
+    Four) or, in backgammon, positions whose every play gnubg scored."""
+    if env.name.removeprefix("pgx:") == "backgammon":
+        from turbozero.engines.quality import quality_positions
+
+        return quality_positions(env, num_positions)
+    return positions_for(env.name, num_positions=num_positions)
+
+
+def accuracy_metrics(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict[str, float]:
+    """The agent's figures on `accuracy_set`'s positions: `eval/accuracy/result`, `.../best`
+    and `.../positions` against a solver; `eval/gnubg/error_rate` (millipoints per move),
+    `.../best` and `.../positions` in backgammon."""
+    from turbozero.engines.quality import QualityPositions, move_quality
+
+    if isinstance(positions, QualityPositions):
+        q = move_quality(env, agent, positions, key)
+        return {
+            "eval/gnubg/error_rate": q.error_rate,
+            "eval/gnubg/best": q.best_share,
+            "eval/gnubg/positions": q.num_positions,
+        }
+    acc = move_accuracy(env, agent, positions, key)
+    return {
+        "eval/accuracy/result": acc.result,
+        "eval/accuracy/best": acc.best,
+        "eval/accuracy/positions": acc.num_positions,
+    }
 
 
 class Evaluator:
@@ -59,9 +91,7 @@ class Evaluator:
             if opp not in ("best", "network")
         }
         self.positions = (
-            positions_for(env.name, num_positions=cfg.eval_accuracy_positions)
-            if cfg.eval_accuracy
-            else None
+            accuracy_set(env, cfg.eval_accuracy_positions) if cfg.eval_accuracy else None
         )
         self.beside = concurrent.futures.ThreadPoolExecutor(1, "turbozero-accuracy")
         # tester state
@@ -132,7 +162,7 @@ class Evaluator:
             accuracy = None
             if self.positions is not None:  # (beside the games: each keeps about a core busy)
                 accuracy = self.beside.submit(
-                    move_accuracy, env, current, self.positions, jax.random.fold_in(key, 3000)
+                    accuracy_metrics, env, current, self.positions, jax.random.fold_in(key, 3000)
                 )
             try:
                 for i, (name, opp) in enumerate(self.opponents.items()):
@@ -151,10 +181,7 @@ class Evaluator:
                     concurrent.futures.wait([accuracy])
                 raise
             if accuracy is not None:
-                acc = accuracy.result()
-                out["eval/accuracy/result"] = acc.result
-                out["eval/accuracy/best"] = acc.best
-                out["eval/accuracy/positions"] = acc.num_positions
+                out.update(accuracy.result())
             if "network" in cfg.eval_opponents:  # the search's gain over its own network
                 network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
                 r = self._match(current, network, jax.random.fold_in(key, 500), cfg.eval_games)

@@ -8,6 +8,7 @@ Two levels: `make_alphazero(config)` returns the compiled pieces for users who c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -27,7 +28,7 @@ from turbozero.config import ConfigError
 from turbozero.envs.boards import BOARDS
 from turbozero.envs.chance import without_chance
 from turbozero.envs.core import Env
-from turbozero.memory import make_episode_buffer
+from turbozero.memory import EpisodeBuffer, make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
 from turbozero.search import Search, Selector, gumbel, make_search, muzero_puct, puct, shard_search
 from turbozero.types import Array, Params, PRNGKey
@@ -175,6 +176,20 @@ def value_target(outcome: Array, root_value: Array, root_value_weight: float) ->
     return (1.0 - root_value_weight) * outcome + root_value_weight * root_value
 
 
+@dataclasses.dataclass(frozen=True)
+class AlphaZeroSpec:
+    """What AlphaZero's step functions are bound to (built by `make_alphazero`)."""
+
+    config: AlphaZeroConfig
+    env: Env
+    module: Any
+    optimizer: optax.GradientTransformation
+    loss_fn: Callable[..., Any]
+    memory: EpisodeBuffer
+    selfplay: SelfPlay
+    reanalyse: Reanalyse | None
+
+
 def make_alphazero(
     config: AlphaZeroConfig,
     *,
@@ -196,65 +211,13 @@ def make_alphazero(
     cfg = config
     env = env if env is not None else envs.make(cfg.env, reward_fn=cfg.reward_fn)
     module = module if module is not None else make_network(cfg, env)
-    support = None
-    if cfg.network.value_bins:
-        support = jnp.linspace(-1.0, 1.0, cfg.network.value_bins)
-
-    def eval_fn(params, obs, key):
-        logits, value = module.apply(params, obs, train=False)
-        if support is not None:
-            value = jnp.sum(jax.nn.softmax(value, -1) * support, -1)
-        return logits, value * cfg.value_scale
-
-    if cfg.reanalyse_positions and mesh is not None and cfg.reanalyse_positions % mesh.size:
-        raise ConfigError(
-            f"reanalyse_positions must be a multiple of the {mesh.size} devices (each searches "
-            f"its share), got {cfg.reanalyse_positions}"
-        )
-    searched_env = env if cfg.search.chance == "nodes" else without_chance(env)
-    rule = selector if selector is not None else make_selector(cfg.search)
-
-    def build_search(num_simulations: int, chooser: Selector) -> Search:
-        built = make_search(
-            searched_env,
-            eval_fn,
-            selector=chooser,
-            num_simulations=num_simulations,
-            max_nodes=cfg.search.max_nodes,
-            discount=cfg.search.discount,
-            reuse=cfg.search.reuse,
-            chance_widening=cfg.search.chance_widening,
-        )
-        if mesh is not None and mesh.size > 1:
-            built = shard_search(built, mesh, AXIS)
-        return built
-
-    search = build_search(cfg.search.num_simulations, rule)
-    fast_search = None
-    if cfg.search.fast_simulations:  # playout cap randomisation; cheap searches add no noise
-        fast_search = build_search(cfg.search.fast_simulations, rule.without_noise())
-    if augment_fns is not None:
-        augment = list(augment_fns)
-        check_augment_fns(env, augment)
-    else:
-        augment = augmentations(env) if cfg.augment else []
-    copies = 1 + len(augment)
-    if cfg.train_batch_size > cfg.num_games * cfg.memory_capacity * copies:
-        raise ConfigError(
-            f"train_batch_size must be at most num_games * memory_capacity * (1 + "
-            f"augmentations) = {cfg.num_games} * {cfg.memory_capacity} * {copies} = "
-            f"{cfg.num_games * cfg.memory_capacity * copies} (what memory holds), got "
-            f"{cfg.train_batch_size}"
-        )
-    slots = cfg.num_games * cfg.memory_capacity * copies
-    if cfg.reanalyse_positions > slots:
-        raise ConfigError(
-            f"reanalyse_positions must be at most num_games * memory_capacity * (1 + "
-            f"augmentations) = {slots} (what memory holds), got {cfg.reanalyse_positions}"
-        )
+    support = value_support(cfg)
+    eval_fn = functools.partial(network_eval, module, support, cfg.value_scale)
+    augment = validate_alphazero(cfg, env, augment_fns, mesh)
+    search, fast_search = build_searches(cfg, env, eval_fn, selector, mesh)
     memory = make_episode_buffer(
         num_games=cfg.num_games,
-        capacity=cfg.memory_capacity * copies,
+        capacity=cfg.memory_capacity * (1 + len(augment)),
         sample_size=cfg.train_batch_size,
         num_players=env.num_players,
         discount=cfg.search.discount,
@@ -276,13 +239,12 @@ def make_alphazero(
     reanalyse = None
     if cfg.reanalyse_positions:
         reanalyse = make_reanalyse(
-            search,
-            num_positions=cfg.reanalyse_positions,
-            augment_fns=augment,
+            search, num_positions=cfg.reanalyse_positions, augment_fns=augment
         )
-    lr = learning_rate_schedule(cfg)
     if optimizer is None:
-        optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
+        optimizer = optax.chain(
+            optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(learning_rate_schedule(cfg))
+        )
     if loss_fn is None:
         loss_fn = functools.partial(
             az_loss,
@@ -291,95 +253,7 @@ def make_alphazero(
             value_support=support,
             value_scale=cfg.value_scale,
         )
-
-    def init(key: PRNGKey) -> TrainState:
-        k_net, k_play, key = jax.random.split(key, 3)
-        example = env.observe(env.init(jax.random.PRNGKey(0))[0])
-        params = init_params(module, example, k_net)
-        trainable = params["params"]
-        return TrainState(
-            params=params,
-            opt_state=optimizer.init(trainable),
-            selfplay=selfplay.init(k_play),
-            key=key,
-            epoch=jnp.int32(0),
-            env_steps=jnp.int32(0),
-            train_steps=jnp.int32(0),
-            ema=params if cfg.ema_decay else None,
-        )
-
-    def collect(state: TrainState, num_steps: int):
-        key, sub = jax.random.split(state.key)
-        playing = acting_params(state) if cfg.ema_selfplay else state.params
-        sp, metrics = selfplay.collect(state.selfplay, playing, sub, num_steps=num_steps)
-        if reanalyse is not None:  # fresh targets for stored positions, after the new ones
-            key, sub = jax.random.split(key)
-            memory_state, more = reanalyse.run(sp.memory, playing, sub)
-            sp, metrics = sp.replace(memory=memory_state), {**metrics, **more}
-        return state.replace(
-            selfplay=sp,
-            key=key,
-            env_steps=state.env_steps + num_steps * cfg.num_games,
-        ), metrics
-
-    def gradient_step(params, opt_state, memory_state, key):
-        sample = memory.sample(memory_state, key)
-        batch = dict(
-            observation=sample.experience["observation"],
-            policy=sample.experience["policy"],
-            mask=sample.experience["mask"],
-            outcome=value_target(
-                sample.outcome, sample.experience["root_value"], cfg.root_value_weight
-            ),
-            valid=sample.valid,
-        )
-
-        def objective(trainable):
-            return loss_fn({**params, "params": trainable}, batch, apply_fn=module.apply)
-
-        (_, (metrics, new_stats)), grads = jax.value_and_grad(objective, has_aux=True)(
-            params["params"]
-        )
-        updates, new_opt_state = optimizer.update(grads, opt_state, params["params"])
-        new_params = {**params, "params": optax.apply_updates(params["params"], updates)}
-        if new_stats is not None:
-            new_params["batch_stats"] = new_stats
-        # a sample with no finished position (memory not yet filled) leaves everything as it
-        # was: its loss is 0, but the L2 term, Adam's moments and batch-norm statistics (over
-        # the zero rows) would still move
-        has_data = jnp.any(sample.valid)
-        keep = functools.partial(jnp.where, has_data)
-        new_params = jax.tree_util.tree_map(keep, new_params, params)
-        new_opt_state = jax.tree_util.tree_map(keep, new_opt_state, opt_state)
-        return new_params, new_opt_state, metrics
-
-    def train_step(state: TrainState):
-        key, sub = jax.random.split(state.key)
-        params, opt_state, metrics = gradient_step(
-            state.params, state.opt_state, state.selfplay.memory, sub
-        )
-        ema = state.ema
-        if ema is not None:
-            ema = ema_update(ema, params, cfg.ema_decay, state.train_steps)
-        new = state.replace(
-            params=params,
-            opt_state=opt_state,
-            key=key,
-            train_steps=state.train_steps + 1,
-            ema=ema,
-        )
-        return new, metrics
-
-    def train_steps(state: TrainState, num_steps: int):
-        # A Python loop (unrolled under jit): XLA:CPU runs convolution gradients ~20x slower
-        # inside a while loop than outside one, so no lax.scan here. `train` jits
-        # `train_steps(state, 1)` once and calls it from the host instead.
-        metrics = []
-        for _ in range(num_steps):
-            state, m = train_step(state)
-            metrics.append(m)
-        return state, jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics)
-
+    spec = AlphaZeroSpec(cfg, env, module, optimizer, loss_fn, memory, selfplay, reanalyse)
     return AlphaZeroSystem(
         config=cfg,
         env=env,
@@ -387,8 +261,189 @@ def make_alphazero(
         eval_fn=eval_fn,
         selfplay=selfplay,
         optimizer=optimizer,
-        init=init,
-        collect=collect,
-        train_steps=train_steps,
+        init=functools.partial(init_train_state, spec),
+        collect=functools.partial(collect_positions, spec),
+        train_steps=functools.partial(train_steps, spec),
         reanalyse=reanalyse,
     )
+
+
+def validate_alphazero(
+    cfg: AlphaZeroConfig, env: Env, augment_fns: Any, mesh: jax.sharding.Mesh | None
+) -> list[Any]:
+    """The checks that need the game and the devices (the config checked itself); returns the
+    augmentations: those given, else the game's symmetries where `cfg.augment`."""
+    if cfg.reanalyse_positions and mesh is not None and cfg.reanalyse_positions % mesh.size:
+        raise ConfigError(
+            f"reanalyse_positions must be a multiple of the {mesh.size} devices (each searches "
+            f"its share), got {cfg.reanalyse_positions}"
+        )
+    if augment_fns is not None:
+        augment = list(augment_fns)
+        check_augment_fns(env, augment)
+    else:
+        augment = augmentations(env) if cfg.augment else []
+    copies = 1 + len(augment)
+    if cfg.train_batch_size > cfg.num_games * cfg.memory_capacity * copies:
+        raise ConfigError(
+            f"train_batch_size must be at most num_games * memory_capacity * (1 + "
+            f"augmentations) = {cfg.num_games} * {cfg.memory_capacity} * {copies} = "
+            f"{cfg.num_games * cfg.memory_capacity * copies} (what memory holds), got "
+            f"{cfg.train_batch_size}"
+        )
+    slots = cfg.num_games * cfg.memory_capacity * copies
+    if cfg.reanalyse_positions > slots:
+        raise ConfigError(
+            f"reanalyse_positions must be at most num_games * memory_capacity * (1 + "
+            f"augmentations) = {slots} (what memory holds), got {cfg.reanalyse_positions}"
+        )
+    return augment
+
+
+def value_support(cfg: AlphaZeroConfig) -> Array | None:
+    """The value head's bins' centres `[value_bins]` on [-1, 1], or None for a scalar head."""
+    if not cfg.network.value_bins:
+        return None
+    return jnp.linspace(-1.0, 1.0, cfg.network.value_bins)
+
+
+def network_eval(
+    module: Any, support: Array | None, value_scale: float, params: Params, obs: Array, key: Any
+) -> tuple[Array, Array]:
+    """The search's evaluation: policy logits `[B, A]` and value `[B]` in the game's units."""
+    logits, value = module.apply(params, obs, train=False)
+    if support is not None:
+        value = jnp.sum(jax.nn.softmax(value, -1) * support, -1)
+    return logits, value * value_scale
+
+
+def build_searches(
+    cfg: AlphaZeroConfig,
+    env: Env,
+    eval_fn: Callable[..., Any],
+    selector: Any,
+    mesh: jax.sharding.Mesh | None,
+) -> tuple[Search, Search | None]:
+    """Self-play's search, and playout cap randomisation's cheaper one (no root noise) or
+    None; each device searches its own games on a mesh of several."""
+    searched_env = env if cfg.search.chance == "nodes" else without_chance(env)
+    rule = selector if selector is not None else make_selector(cfg.search)
+
+    def build(num_simulations: int, chooser: Selector) -> Search:
+        built = make_search(
+            searched_env,
+            eval_fn,
+            selector=chooser,
+            num_simulations=num_simulations,
+            max_nodes=cfg.search.max_nodes,
+            discount=cfg.search.discount,
+            reuse=cfg.search.reuse,
+            chance_widening=cfg.search.chance_widening,
+        )
+        if mesh is not None and mesh.size > 1:
+            built = shard_search(built, mesh, AXIS)
+        return built
+
+    fast = None
+    if cfg.search.fast_simulations:
+        fast = build(cfg.search.fast_simulations, rule.without_noise())
+    return build(cfg.search.num_simulations, rule), fast
+
+
+def init_train_state(spec: AlphaZeroSpec, key: PRNGKey) -> TrainState:
+    """A fresh run's state: initial weights, optimizer, self-play games and empty memory."""
+    env = spec.env
+    k_net, k_play, key = jax.random.split(key, 3)
+    example = env.observe(env.init(jax.random.PRNGKey(0))[0])
+    params = init_params(spec.module, example, k_net)
+    return TrainState(
+        params=params,
+        opt_state=spec.optimizer.init(params["params"]),
+        selfplay=spec.selfplay.init(k_play),
+        key=key,
+        epoch=jnp.int32(0),
+        env_steps=jnp.int32(0),
+        train_steps=jnp.int32(0),
+        ema=params if spec.config.ema_decay else None,
+    )
+
+
+def collect_positions(spec: AlphaZeroSpec, state: TrainState, num_steps: int):
+    """`num_steps` self-play moves in every game (then reanalysis, if set); summed metrics."""
+    cfg = spec.config
+    key, sub = jax.random.split(state.key)
+    playing = acting_params(state) if cfg.ema_selfplay else state.params
+    sp, metrics = spec.selfplay.collect(state.selfplay, playing, sub, num_steps=num_steps)
+    if spec.reanalyse is not None:  # fresh targets for stored positions, after the new ones
+        key, sub = jax.random.split(key)
+        memory_state, more = spec.reanalyse.run(sp.memory, playing, sub)
+        sp, metrics = sp.replace(memory=memory_state), {**metrics, **more}
+    return state.replace(
+        selfplay=sp,
+        key=key,
+        env_steps=state.env_steps + num_steps * cfg.num_games,
+    ), metrics
+
+
+def gradient_step(spec: AlphaZeroSpec, params, opt_state, memory_state, key):
+    """One gradient step on a sample from memory: `(params, opt_state, metrics)`."""
+    cfg, module, optimizer = spec.config, spec.module, spec.optimizer
+    sample = spec.memory.sample(memory_state, key)
+    batch = dict(
+        observation=sample.experience["observation"],
+        policy=sample.experience["policy"],
+        mask=sample.experience["mask"],
+        outcome=value_target(
+            sample.outcome, sample.experience["root_value"], cfg.root_value_weight
+        ),
+        valid=sample.valid,
+    )
+
+    def objective(trainable):
+        return spec.loss_fn({**params, "params": trainable}, batch, apply_fn=module.apply)
+
+    (_, (metrics, new_stats)), grads = jax.value_and_grad(objective, has_aux=True)(params["params"])
+    updates, new_opt_state = optimizer.update(grads, opt_state, params["params"])
+    new_params = {**params, "params": optax.apply_updates(params["params"], updates)}
+    if new_stats is not None:
+        new_params["batch_stats"] = new_stats
+    # a sample with no finished position (memory not yet filled) leaves everything as it
+    # was: its loss is 0, but the L2 term, Adam's moments and batch-norm statistics (over
+    # the zero rows) would still move
+    has_data = jnp.any(sample.valid)
+    keep = functools.partial(jnp.where, has_data)
+    new_params = jax.tree_util.tree_map(keep, new_params, params)
+    new_opt_state = jax.tree_util.tree_map(keep, new_opt_state, opt_state)
+    return new_params, new_opt_state, metrics
+
+
+def train_step(spec: AlphaZeroSpec, state: TrainState):
+    """One gradient step and the weights' moving average: `(state, metrics)`."""
+    key, sub = jax.random.split(state.key)
+    params, opt_state, metrics = gradient_step(
+        spec, state.params, state.opt_state, state.selfplay.memory, sub
+    )
+    ema = state.ema
+    if ema is not None:
+        ema = ema_update(ema, params, spec.config.ema_decay, state.train_steps)
+    new = state.replace(
+        params=params,
+        opt_state=opt_state,
+        key=key,
+        train_steps=state.train_steps + 1,
+        ema=ema,
+    )
+    return new, metrics
+
+
+def train_steps(spec: AlphaZeroSpec, state: TrainState, num_steps: int):
+    """`num_steps` gradient steps; metrics averaged over them.
+
+    A Python loop (unrolled under jit): XLA:CPU runs convolution gradients ~20x slower inside
+    a while loop than outside one, so no lax.scan here. `train` jits `train_steps(state, 1)`
+    once and calls it from the host instead."""
+    metrics = []
+    for _ in range(num_steps):
+        state, m = train_step(spec, state)
+        metrics.append(m)
+    return state, jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics)

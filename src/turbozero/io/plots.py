@@ -38,7 +38,8 @@ def is_fraction(key: str, values: list[float]) -> bool:
 def strength_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     """The strength panels a run's rows support: `{panel title: {line label: metric key}}`.
 
-    Move accuracy against a solver, the score against each fixed opponent (wins plus half the
+    Move accuracy against a solver (in backgammon gnubg's error rate and share of its best
+    plays), the score against each fixed opponent (wins plus half the
     draws, from the `eval/NAME/win` and `eval/NAME/draw` rates), the score against the best
     network, the Elo rating, and a one-player game's mean return."""
     keys = {k for r in rows for k in r}
@@ -50,6 +51,9 @@ def strength_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     }
     if accuracy:
         panels["move accuracy vs solver"] = accuracy
+    if "eval/gnubg/error_rate" in keys:
+        panels["gnubg error rate (millipoints a move)"] = {"error rate": "eval/gnubg/error_rate"}
+        panels["gnubg's best play"] = {"share of positions": "eval/gnubg/best"}
     opponents = sorted(k[5:-4] for k in keys if k.startswith("eval/") and k.endswith("/win"))
     score = {f"vs {o}": f"score:{o}" for o in opponents}
     if "eval/best/score" in keys:
@@ -107,7 +111,7 @@ def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
             row_axes, ("wall_seconds", "env_steps"), (1 / 60, 1.0), strict=True
         ):
             shown: list[float] = []
-            fraction = "accuracy" in title or "score" in title
+            fraction = "accuracy" in title or "score" in title or "best play" in title
             for label, key in lines.items():
                 points = [(r[x_key] * scale, _value(r, key)) for r in rows if x_key in r]
                 points = [(x, y) for x, y in points if y is not None]
@@ -125,7 +129,7 @@ def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
             if "accuracy" in title:
                 ax.set_ylim(*accuracy_limits(shown))
                 ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-            elif "score" in title:
+            elif "score" in title or "best play" in title:
                 ax.set_ylim(-0.03, 1.03)
             ax.grid(alpha=0.3)
         row_axes[0].set_ylabel(title, fontsize=9)

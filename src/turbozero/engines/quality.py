@@ -219,15 +219,15 @@ def _read(path: Path, treedef: Any, example: Any, n: int, ply: int) -> QualityPo
 def _write(path: Path, positions: QualityPositions, leaves: list[np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # (processes sharing a cache)
-    np.savez(
-        tmp,
+    arrays: dict[str, Any] = {f"leaf_{k}": x for k, x in enumerate(leaves)}
+    arrays.update(
         boards=positions.boards,
         race=positions.race,
         offsets=positions.offsets,
         afters=positions.afters,
         equity=positions.equity,
-        **{f"leaf_{k}": x for k, x in enumerate(leaves)},
     )
+    np.savez(tmp, **arrays)
     os.replace(tmp, path)
 
 

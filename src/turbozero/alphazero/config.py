@@ -478,7 +478,8 @@ def game_2048() -> AlphaZeroConfig:
     "backgammon",
     "Backgammon (two players), MLP, muzero_puct with chance nodes for the dice (36 ordered "
     "rolls), 16 simulations in self-play, 64 in evaluation; 1,000 epochs (about 40 minutes on "
-    "a 2-core CPU); evaluated against random and its own network without search",
+    "a 2-core CPU); evaluated against random, pubeval and its own network without search, and "
+    "by gnubg's error rate on 200 positions (the engines extra)",
     algorithm="alphazero",
     # about 2 minutes on 2 cores: two evaluations of 32 games against random
     quick=(
@@ -486,6 +487,7 @@ def game_2048() -> AlphaZeroConfig:
         "eval_every=20",
         "eval_games=32",
         "eval_opponents=random",
+        "eval_accuracy=false",
         "max_wall_seconds=240",
     ),
 )
@@ -507,7 +509,9 @@ def backgammon() -> AlphaZeroConfig:
         eval_every=200,
         eval_games=32,
         eval_simulations=64,
-        eval_opponents=("random", "network"),
+        eval_opponents=("random", "pubeval", "network"),
+        eval_accuracy=True,  # gnubg's error rate
+        eval_accuracy_positions=200,
     )
 
 

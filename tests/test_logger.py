@@ -152,3 +152,11 @@ def test_a_stopped_run_says_how_to_resume(tmp_path, capsys):
         log.stopped(14)
     out = capsys.readouterr().out
     assert "stopped at epoch 14/80" in out and f"--out {rd.path} --resume" in out
+
+
+def test_the_epoch_line_shows_gnubgs_error_rate_in_backgammon():
+    from turbozero.io.logger import epoch_line
+
+    row = {"epoch": 200, "eval/gnubg/error_rate": 252.197, "eval/gnubg/best": 0.185}
+    line = epoch_line(row, 1000, None)
+    assert line.endswith("| gnubg error rate 252.2 (best play 18.5%)")

@@ -71,6 +71,11 @@ def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> s
         best = f"best move {row['eval/accuracy/best']:.1%}"
         text = f"{text[:-1]}; {best})" if text.endswith(")") else f"{text} ({best})"
         parts.append(f"| accuracy {text}")
+    if "eval/gnubg/error_rate" in row:  # backgammon: judged by gnubg
+        parts.append(
+            f"| gnubg error rate {row['eval/gnubg/error_rate']:.1f} "
+            f"(best play {row['eval/gnubg/best']:.1%})"
+        )
     if seconds_left is not None:
         parts.append(f"| {_clock(seconds_left)} left")
     return " ".join(parts)

@@ -14,14 +14,16 @@ rate (millipoints of equity given up a move against gnubg's best) and the share 
 plays of random play, pubeval and gnubg:0 itself (0 and 1 by construction: a check of the
 bridge), one row each (`measure: "quality"`).
 
-With `--run DIR` (a backgammon run directory), its latest network with its evaluation search
+With `--run DIR` (a backgammon run directory), its best network with its evaluation search
 (`--simulations N` to change the count) also plays `--games` games against `pubeval` and against
-`gnubg:0`, a row each (`agent`, `epochs` and `minutes` of its training added), and gets a
-quality row. The issue's bar: a preset trained for at most an hour wins more than half its games
-against pubeval (the interval above 0.5).
+`gnubg:0`, a row each (`agent`, `epochs` and `minutes` of its training added), and gets quality
+rows: its network's policy alone (`a: "network alone"`) and its search at each of
+`--quality-simulations` counts (default: the count its matches use). The issue's bar: a preset
+trained for at most an hour wins more than half its games against pubeval (the interval above
+0.5).
 
     python bench/engines.py [--games 100] [--seed 0] [--positions 200] [--run DIR]
-        [--simulations N]
+        [--simulations N] [--quality-simulations N [N ...]]
 
 Run it alone: the matches use every core.
 """
@@ -43,7 +45,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
-from turbozero.arena import play_match
+from turbozero.arena import network_agent, play_match
 from turbozero.arena.match import points_interval
 from turbozero.arena.opponents import make_opponent
 from turbozero.engines.quality import move_quality, quality_positions
@@ -101,6 +103,7 @@ def main() -> None:
     parser.add_argument("--run", help="a backgammon run directory: its agent against the engines")
     parser.add_argument("--simulations", type=int, default=None)
     parser.add_argument("--positions", type=int, default=200)
+    parser.add_argument("--quality-simulations", type=int, nargs="*", default=None)
     args = parser.parse_args()
     env = turbozero.envs.make("backgammon")
     emit({"bench": "engines", **machine()})
@@ -119,7 +122,12 @@ def main() -> None:
         for engine in ("pubeval", "gnubg:0"):
             out = row(loaded.agent, make_opponent(env, engine), env, args.games, args.seed)
             emit({**out, "agent": args.run, **trained})
-        emit({**quality_row(loaded.agent, env, positions, args.seed), "agent": args.run, **trained})
+        alone = network_agent(env, loaded.az.eval_fn, loaded.params, name="network alone")
+        emit({**quality_row(alone, env, positions, args.seed), "agent": args.run, **trained})
+        for sims in args.quality_simulations or [None]:
+            searched = turbozero.load_agent(args.run, sims).agent if sims else loaded.agent
+            out = quality_row(searched, env, positions, args.seed)
+            emit({**out, "agent": args.run, "simulations": sims, **trained})
 
 
 if __name__ == "__main__":

@@ -237,7 +237,9 @@ def _eval_accuracy(args: argparse.Namespace, loaded: Any, key: Any) -> dict[str,
     from turbozero.arena.accuracy import SOLVED_GAMES, move_accuracy, positions_for
 
     env = loaded.env
-    if env.name.removeprefix("pgx:") == "backgammon":
+    from turbozero.engines.backgammon import is_backgammon
+
+    if is_backgammon(env.name):
         return _eval_gnubg_quality(args, loaded, key)
     if env.name.removeprefix("pgx:") not in SOLVED_GAMES:
         raise ConfigError(

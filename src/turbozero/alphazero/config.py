@@ -279,13 +279,14 @@ class AlphaZeroConfig(Config):
                     )
         from turbozero.arena.accuracy import SOLVED_GAMES
         from turbozero.arena.perfect import PERFECT_GAMES
+        from turbozero.engines.backgammon import is_backgammon
 
         if "perfect" in self.eval_opponents and self.env not in PERFECT_GAMES:
             raise ConfigError(
                 f"eval_opponents 'perfect' exists only for env {' or '.join(PERFECT_GAMES)}, "
                 f"not {self.env!r}"
             )
-        judged = self.env.removeprefix("pgx:") == "backgammon"  # by gnubg's equities
+        judged = is_backgammon(self.env)  # by gnubg's equities
         high = 10_000 if judged and self.eval_accuracy else 100_000
         check_range("eval_accuracy_positions", self.eval_accuracy_positions, low=1, high=high)
         if self.eval_accuracy and self.env not in SOLVED_GAMES and not judged:

@@ -44,7 +44,9 @@ ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
 def accuracy_set(env: Env, num_positions: int) -> Any:
     """The positions `eval_accuracy` measures on: solver-labelled ones (tic-tac-toe, Connect
     Four) or, in backgammon, positions whose every play gnubg scored."""
-    if env.name.removeprefix("pgx:") == "backgammon":
+    from turbozero.engines.backgammon import is_backgammon
+
+    if is_backgammon(env.name):
         from turbozero.engines.quality import quality_positions
 
         return quality_positions(env, num_positions)

@@ -29,6 +29,13 @@ import numpy as np
 BAR, OPPONENT_BAR, OFF, OPPONENT_OFF = 24, 25, 26, 27  # pgx `_board` indices
 CHECKERS = 15
 NO_OP = 0  # the pgx action that passes (legal only when no checker can move)
+GAME = "backgammon"  # pgx's id, the game the engines here and gnubg's move quality are for
+
+
+def is_backgammon(env_name: str) -> bool:
+    """Whether `env_name` (a config's `env` or an `Env.name`, `pgx:` prefix allowed) is the
+    backgammon these engines play."""
+    return env_name.removeprefix("pgx:") == GAME
 
 
 class Play(NamedTuple):

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import Agent, AgentOutput, make_agent
-from turbozero.engines.backgammon import NO_OP, Play, micro_step, turn_plays
+from turbozero.engines.backgammon import NO_OP, Play, is_backgammon, micro_step, turn_plays
 from turbozero.envs.core import Env
 from turbozero.types import Params, PRNGKey, PyTree
 
@@ -175,7 +175,7 @@ def backgammon_engine_agent(env: Env, spec: str, *, name: str | None = None) -> 
         ValueError: `env` is not pgx's backgammon.
         MissingExtraError: `gnubg:PLY` without the `engines` extra.
     """
-    if env.name.removeprefix("pgx:") != "backgammon" or env.num_actions != NUM_ACTIONS:
+    if not is_backgammon(env.name) or env.num_actions != NUM_ACTIONS:
         raise ValueError(f"{spec} plays backgammon only, not {env.name!r}")
     planner(spec)  # (a missing gnubg is named here, not inside a compiled match)
     return make_agent(BackgammonEnginePolicy(env, spec), None, name=name or spec)

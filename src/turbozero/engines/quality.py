@@ -22,6 +22,7 @@ counts as no loss where gnubg scores it above the best legal play).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,14 @@ import numpy as np
 
 from turbozero.arena.accuracy import cache_dir
 from turbozero.arena.agents import Agent
-from turbozero.engines.backgammon import NO_OP, Play, is_race, micro_step, turn_plays
+from turbozero.engines.backgammon import (
+    NO_OP,
+    Play,
+    is_backgammon,
+    is_race,
+    micro_step,
+    turn_plays,
+)
 from turbozero.engines.gnubg import MAX_PLY, equities, require_gnubg
 from turbozero.engines.players import TurnPlanner
 from turbozero.envs.core import Env
@@ -104,12 +112,20 @@ def _chooser(rng: np.random.Generator):
     return choose
 
 
+@functools.lru_cache(maxsize=8)
+def _batched(env: Env) -> tuple[Any, Any]:
+    """`env`'s `init(keys)` and `step(states, actions, keys)` over a batch, compiled once per
+    game and process (each evaluation during training measures again)."""
+    init = jax.jit(jax.vmap(lambda k: env.init(k)[0]))
+    step = jax.jit(jax.vmap(lambda s, a, k: env.step(s, a, k)[0]))
+    return init, step
+
+
 def _play_for_positions(env: Env, num_positions: int, seed: int) -> list[tuple[Any, np.ndarray]]:
     """`(pgx state, board)` at `num_positions` distinct turn starts of the set's games."""
     rng = np.random.default_rng(seed)
     planner = TurnPlanner(_chooser(rng))
-    init = jax.jit(jax.vmap(lambda k: env.init(k)[0]))
-    step = jax.jit(jax.vmap(lambda s, a, k: env.step(s, a, k)[0]))
+    init, step = _batched(env)
     key = jax.random.PRNGKey(seed)
     key, sub = jax.random.split(key)
     states = init(jax.random.split(sub, GAMES))
@@ -154,15 +170,15 @@ def quality_positions(
     Args:
         env: pgx's backgammon (`turbozero.envs.make("backgammon")`).
         num_positions: in [1, 10000].
-        ply: gnubg's ply for the scores, 0 to 2 (0: its network alone, about 1,000 positions a
-            second; 1 and 2 look ahead over the dice and take 20 and 400 times longer).
+        ply: gnubg's ply for the scores, 0 to 2 (0: its network alone; 1 and 2 look ahead
+            over the dice, and take far longer).
         seed: chooses the games the positions come from.
 
     Raises:
         ValueError: for an argument out of range or another game.
         MissingExtraError: without the `engines` extra (gnubg).
     """
-    if env.name.removeprefix("pgx:") != "backgammon":
+    if not is_backgammon(env.name):
         raise ValueError(f"move quality is judged by gnubg in backgammon only, not {env.name!r}")
     if not isinstance(num_positions, int) or not 1 <= num_positions <= 10_000:
         raise ValueError(f"num_positions must be an int in [1, 10000], got {num_positions!r}")
@@ -234,8 +250,8 @@ def _write(path: Path, positions: QualityPositions, leaves: list[np.ndarray]) ->
 def agent_plays(env: Env, agent: Agent, positions: QualityPositions, key: PRNGKey) -> np.ndarray:
     """`[N, 28]` int8: the position the agent's whole turn leaves in each position (from the
     mover's side), played one pgx action at a time as in a game."""
-    policy = jax.jit(agent.policy_fn)
-    step = jax.jit(jax.vmap(lambda s, a, k: env.step(s, a, k)[0]))
+    policy = jax.jit(agent.policy_fn)  # (jit's cache is the policy function's: traced once)
+    _, step = _batched(env)
     states = jax.tree_util.tree_map(jnp.asarray, positions.states)
     boards = positions.boards.copy()
     active = np.ones(positions.num_positions, bool)

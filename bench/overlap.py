@@ -90,7 +90,7 @@ def main() -> None:
         )
         loaded = turbozero.load_agent(runs[True], which="latest")
         env, agent = loaded.env, loaded.agent
-        if env.name.removeprefix("pgx:") not in accuracy.SOLVED_GAMES:
+        if env.name.removeprefix("pgx:") not in accuracy.solved_games():
             return
         positions = accuracy.positions_for(env.name, num_positions=args.positions)
         key = jax.random.PRNGKey(0)

@@ -2,6 +2,13 @@
 
 Run it: `python examples/custom_game.py` — it checks the game against the contract and lets a
 small search play it, which finds the winning strategy (leave a multiple of 4).
+
+The file is also all turbozero needs to know the game everywhere: `register()` adds its
+`GameSpec` (how to build it, how its moves are named and its position drawn) and a preset, after
+which `turbozero envs` lists it, `train(get_preset("nim").make(), ...)` trains it, the play page
+plays it and the evaluation's game records show it. From the command line, import the file
+first: `python -c "import custom_game; custom_game.register(); from turbozero.cli import main;
+main()" train nim`.
 """
 
 from __future__ import annotations
@@ -54,9 +61,72 @@ def observe_fn(state):
     return jax.nn.one_hot(state["stones"], HEAP + 1)
 
 
+def render_svg(state) -> str:
+    """The heap as a row of stones, for the play page and the game records."""
+    stones = int(state["stones"])
+    circles = "".join(
+        f'<circle cx="{20 + 30 * i}" cy="30" r="12" fill="#555"/>' for i in range(stones)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{30 * HEAP + 10}" height="60">'
+        f"{circles}</svg>"
+    )
+
+
 def make_env():
     """The game as a turbozero environment (what `train(..., rebuild={"env": ...})` names)."""
-    return envs.from_functions(init_fn=init_fn, step_fn=step_fn, observe_fn=observe_fn, name="nim")
+    return envs.from_functions(
+        init_fn=init_fn,
+        step_fn=step_fn,
+        observe_fn=observe_fn,
+        name="nim",
+        render_svg=render_svg,
+    )
+
+
+def preset():
+    """A few seconds of AlphaZero on Nim: a small MLP, 16 simulations."""
+    from turbozero.alphazero import AlphaZeroConfig, NetworkConfig, SearchConfig
+
+    return AlphaZeroConfig(
+        env="nim",
+        num_games=16,
+        network=NetworkConfig(kind="mlp", hidden=(32,)),
+        search=SearchConfig(num_simulations=16, max_nodes=20),
+        temperature_moves=HEAP,
+        max_episode_steps=HEAP,
+        memory_capacity=32,
+        train_batch_size=64,
+        warmup_steps=0,
+        collection_steps_per_epoch=HEAP,
+        train_steps_per_epoch=8,
+        num_epochs=4,
+        eval_every=2,
+        eval_games=8,
+        eval_simulations=16,
+        eval_opponents=("random",),
+        eval_record_games=2,
+    )
+
+
+def register() -> None:
+    """Make the game and its preset known to turbozero (once per process; again is a no-op)."""
+    from turbozero.config import PRESETS, register_preset
+    from turbozero.games import Board, GameSpec, game_spec, register_game
+
+    if game_spec("nim") is None:
+        register_game(
+            GameSpec(
+                name="nim",
+                description=f"Nim, one heap of {HEAP} (2 players, take 1 to 3 stones)",
+                make_env=make_env,
+                board=Board(label=lambda action: f"take {action + 1}"),
+            )
+        )
+    if "nim" not in PRESETS:
+        register_preset("nim", "Nim, MLP, 16 simulations, seconds on a CPU", algorithm="alphazero")(
+            preset
+        )
 
 
 def main() -> int:

@@ -9,7 +9,9 @@ import pytest
 
 import turbozero.alphazero.config  # registers the presets
 import turbozero.ppo.config  # noqa: F401
-from turbozero.config import PRESETS, ConfigError, get_preset
+from turbozero.config import ConfigError, get_preset, load_presets
+
+PRESETS = load_presets()
 
 
 def test_presets_cover_the_advertised_games():

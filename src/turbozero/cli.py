@@ -51,8 +51,9 @@ def _exit_at_once_on_interrupt() -> Iterator[None]:
 
 
 def _load_presets() -> None:
-    import turbozero.alphazero.config
-    import turbozero.ppo.config  # noqa: F401
+    from turbozero.config import load_presets
+
+    load_presets()
 
 
 def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
@@ -234,22 +235,23 @@ def _check_eval_args(args: argparse.Namespace) -> None:
 def _eval_accuracy(args: argparse.Namespace, loaded: Any, key: Any) -> dict[str, Any]:
     """`eval --accuracy`: the share of solver-labelled positions where the agent keeps the
     result."""
-    from turbozero.arena.accuracy import SOLVED_GAMES, move_accuracy, positions_for
+    from turbozero.arena.accuracy import judged_games, move_accuracy, positions_for
+    from turbozero.games import game_spec
 
     env = loaded.env
-    from turbozero.engines.backgammon import is_backgammon
-
-    if is_backgammon(env.name):
-        return _eval_gnubg_quality(args, loaded, key)
-    if env.name.removeprefix("pgx:") not in SOLVED_GAMES:
+    spec = game_spec(env.name)
+    judge = None if spec is None else spec.judge
+    if judge is None:
         raise ConfigError(
-            f"--accuracy needs a solver, which exists for {', '.join(SOLVED_GAMES)}, or gnubg "
-            f"(backgammon); {env.name!r} has neither"
+            f"--accuracy needs a solver or an engine to judge moves, which exist for "
+            f"{', '.join(judged_games())}; {env.name!r} has neither"
         )
-    if env.name.removeprefix("pgx:") == "tic_tac_toe" and args.positions is not None:
+    if judge.by == "gnubg":
+        return _eval_gnubg_quality(args, loaded, key)
+    if not judge.sized and args.positions is not None:
         raise ConfigError(
-            "--positions chooses Connect Four's set; tic_tac_toe's is all of its 4,520 "
-            "reachable positions"
+            f"--positions chooses the size of a sampled position set; {env.name}'s set is all "
+            f"of its positions"
         )
     # the set the run's own evaluations used, unless asked for another size
     default = getattr(getattr(loaded, "config", None), "eval_accuracy_positions", 1000)
@@ -438,7 +440,8 @@ def other_environments() -> dict[str, list[str] | str]:
 def cmd_envs(args: argparse.Namespace) -> int:
     from turbozero import envs
 
-    print("pgx games (AlphaZero; the one-player ones also PPO):")
+    print("games, pgx's and registered ones (AlphaZero; the one-player ones also PPO):")
+    presets = _presets_by_env()
     for name, desc in sorted(envs.GAMES.items()):
         if args.verbose:
             env = envs.make(name)
@@ -447,8 +450,8 @@ def cmd_envs(args: argparse.Namespace) -> int:
                 f"observation={env.observation_shape}  {desc}"
             )
         else:
-            print(f"  {name:<24} {desc}")
-    presets = _presets_by_env()
+            used = f"  preset: {', '.join(presets[name])}" if name in presets else ""
+            print(f"  {name:<24} {desc}{used}")
     for package, ids in other_environments().items():
         print(f"{package} environments (one player: PPO, AlphaZero where discrete):")
         if isinstance(ids, str):
@@ -534,9 +537,11 @@ def cmd_config(args: argparse.Namespace) -> int:
     search = getattr(config, "search", None)
     warning = None
     if search is not None:
-        from turbozero.envs.pgx import CHANCE_GAMES
+        from turbozero.games import game_spec
 
-        chance_nodes = getattr(config, "env", None) in CHANCE_GAMES and search.chance == "nodes"
+        spec = game_spec(getattr(config, "env", ""))
+        has_chance = spec is not None and spec.chance is not None
+        chance_nodes = has_chance and search.chance == "nodes"
         warning = search.capacity_warning(chance_nodes)
     if warning:
         print(warning, file=sys.stderr)

@@ -462,8 +462,20 @@ def register_preset(
     return deco
 
 
+def load_presets() -> dict[str, Preset]:
+    """Every preset: the algorithms' own and those of every game's file (`turbozero.games`),
+    imported on first call; returns `PRESETS`."""
+    import turbozero.alphazero.config
+    import turbozero.ppo.config  # noqa: F401
+    from turbozero.games import all_games
+
+    all_games()
+    return PRESETS
+
+
 def get_preset(name: str) -> Preset:
     """The preset called `name`; a misspelling gets a suggestion."""
+    load_presets()
     if name not in PRESETS:
         raise ConfigError(
             f"unknown preset {name!r}; available: {sorted(PRESETS)}." + suggest(name, PRESETS)

@@ -13,13 +13,14 @@ from turbozero.arena import perfect_agent, play_match, random_agent
 from turbozero.arena.accuracy import (
     PositionSet,
     accuracy_of_actions,
-    connect_four_positions,
     move_accuracy,
     positions_for,
     random_accuracy,
-    tic_tac_toe_positions,
 )
-from turbozero.arena.connect_four import ILLEGAL_SCORE, require_bitbully, score_moves
+from turbozero.games.connect_four import labelled_positions as connect_four_positions
+from turbozero.games.connect_four import require_bitbully, score_moves
+from turbozero.games.core import ILLEGAL_SCORE
+from turbozero.games.tic_tac_toe import all_positions as tic_tac_toe_positions
 from turbozero.io.errors import MissingExtraError
 
 
@@ -170,8 +171,8 @@ def test_a_missing_solver_names_the_extra_in_one_line(monkeypatch):
 
 
 def test_cli_names_the_missing_extra_and_leaves_no_run(monkeypatch, tmp_path, capsys):
-    from turbozero.arena import connect_four as c4
     from turbozero.cli import main
+    from turbozero.games import connect_four as c4
 
     monkeypatch.setitem(sys.modules, "bitbully", None)
     c4._solver.cache_clear()

@@ -9,7 +9,7 @@ import pytest
 
 from turbozero import envs
 from turbozero.arena import Agent, make_agent, network_agent, perfect_agent, random_agent
-from turbozero.arena.perfect import ILLEGAL, solve_tic_tac_toe
+from turbozero.games.tic_tac_toe import ILLEGAL, solve_tic_tac_toe
 
 
 def bias_eval_fn(params, observations, key):

@@ -25,7 +25,7 @@ from turbozero.arena.records import (
     records_page,
     replay_game_movers,
 )
-from turbozero.envs.boards import point_numbers
+from turbozero.games.backgammon import point_numbers
 
 
 @pytest.fixture(scope="module")

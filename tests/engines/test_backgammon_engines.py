@@ -18,7 +18,8 @@ from turbozero.arena import play_match, random_agent
 from turbozero.arena.opponents import make_opponent, parse_opponent
 from turbozero.config import ConfigError
 from turbozero.engines import gnubg as gnubg_engine
-from turbozero.engines.backgammon import (
+from turbozero.engines.players import TurnPlanner, gnubg_chooser, pubeval_chooser
+from turbozero.games.backgammon import (
     NO_OP,
     apply_engine_move,
     flip,
@@ -27,7 +28,6 @@ from turbozero.engines.backgammon import (
     to_gnubg,
     turn_plays,
 )
-from turbozero.engines.players import TurnPlanner, gnubg_chooser, pubeval_chooser
 
 START = np.array(
     [2, 0, 0, 0, 0, -5, 0, -3, 0, 0, 0, 5, -5, 0, 0, 0, 3, 0, 5, 0, 0, 0, 0, -2, 0, 0, 0, 0],
@@ -192,7 +192,9 @@ def test_gnubg_beats_pubeval():
 
 
 def test_engine_names_are_checked_where_they_are_given():
-    assert parse_opponent("gnubg:2").ply == 2 and parse_opponent("pubeval").game == "backgammon"
+    assert parse_opponent("gnubg:2").ply == 2 and parse_opponent("pubeval").games() == (
+        "backgammon",
+    )
     for bad in ("gnubg:3", "gnubg:", "gnubg:-1", "pubeval:1"):
         with pytest.raises(ValueError, match="gnubg:PLY"):
             parse_opponent(bad)

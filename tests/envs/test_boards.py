@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from turbozero.envs.boards import (
-    backgammon_label,
-    backgammon_move,
-    board_cells,
-    move_label,
-    outcome_label,
-    winning_line,
-)
+from turbozero.games.backgammon import backgammon_label, backgammon_move
+from turbozero.games.core import board_cells, move_label, outcome_label, winning_line
 
 
 def test_moves_are_named_as_players_name_them():
@@ -66,14 +60,14 @@ def test_connect_four_cells_are_row_major_like_its_board():
 
 def test_one_entry_per_game_drives_augmentation_perfect_players_and_solvers():
     from turbozero.alphazero.trainer import augmentations
-    from turbozero.arena.accuracy import SOLVED_GAMES
-    from turbozero.arena.perfect import PERFECT_GAMES
+    from turbozero.arena.accuracy import solved_games
+    from turbozero.arena.perfect import perfect_games
     from turbozero.envs import GAMES, make
-    from turbozero.envs.boards import BOARDS
+    from turbozero.games import all_games
 
-    assert set(BOARDS) <= set(GAMES)
-    assert PERFECT_GAMES == {"tic_tac_toe": None, "connect_four": "solvers"}
-    assert SOLVED_GAMES == ("tic_tac_toe", "connect_four")
+    assert set(all_games()) == set(GAMES)
+    assert perfect_games() == ("tic_tac_toe", "connect_four")
+    assert solved_games() == ("tic_tac_toe", "connect_four")
     counts = {name: len(augmentations(make(name))) for name in ("tic_tac_toe", "connect_four")}
     assert counts == {"tic_tac_toe": 7, "connect_four": 1}  # (the identity is not repeated)
     assert augmentations(make("2048")) == []

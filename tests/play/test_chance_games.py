@@ -19,16 +19,9 @@ import turbozero
 from tests.play.test_server import new_game, request, running
 from turbozero.alphazero import train
 from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-from turbozero.envs.boards import backgammon_move
+from turbozero.games.backgammon import backgammon_marks, backgammon_move, off_labels, point_numbers
 from turbozero.play import Game
-from turbozero.play.games import (
-    agent_turn_marks,
-    backgammon_marks,
-    game_view,
-    move_choices,
-    off_labels,
-    point_numbers,
-)
+from turbozero.play.games import agent_turn_marks, game_view, move_choices
 
 #: a couple of seconds of training on a warm compilation cache: a run for `load_agent`
 TINY_CHANCE = dict(

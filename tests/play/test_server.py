@@ -18,8 +18,8 @@ import pytest
 
 import turbozero
 from turbozero.alphazero import train
-from turbozero.alphazero.config import tic_tac_toe as tic_tac_toe_preset
-from turbozero.envs.boards import move_label
+from turbozero.games.core import move_label
+from turbozero.games.tic_tac_toe import preset as tic_tac_toe_preset
 from turbozero.play import Game, board_cells, make_server
 from turbozero.play.server import url_of
 

@@ -205,17 +205,17 @@ class AlphaZeroConfig(Config):
             check_choice("env", self.env, sorted(GAMES))
         if self.reward_fn is not None:
             check_reward_fn(self.env, self.reward_fn)
-        from turbozero.envs.boards import BOARDS
+        from turbozero.games import all_games, game_spec
 
-        for option, fits, kind in (
-            ("line_features", lambda board: board.line is not None, "won by k marks in a row"),
+        spec = game_spec(self.env)
+        if self.network.line_features and (
+            spec is None or spec.board is None or not spec.board.line
         ):
-            games = [name for name, board in BOARDS.items() if fits(board)]
-            if getattr(self.network, option) and self.env not in games:
-                raise ConfigError(
-                    f"network.{option}=true needs a game {kind} ({' or '.join(games)}), "
-                    f"not env {self.env!r}; leave it out"
-                )
+            lines = [n for n, g in all_games().items() if g.board is not None and g.board.line]
+            raise ConfigError(
+                f"network.line_features=true needs a game won by k marks in a row "
+                f"({' or '.join(lines)}), not env {self.env!r}; leave it out"
+            )
         check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)
@@ -275,25 +275,24 @@ class AlphaZeroConfig(Config):
                 parsed = parse_opponent(opp, what="eval_opponents entry")
                 if not parsed.plays(self.env):
                     raise ConfigError(
-                        f"eval_opponents {opp!r} plays {parsed.game} only, not env {self.env!r}"
+                        f"eval_opponents {opp!r} plays {' or '.join(parsed.games())} only, not "
+                        f"env {self.env!r}"
                     )
-        from turbozero.arena.accuracy import SOLVED_GAMES
-        from turbozero.arena.perfect import PERFECT_GAMES
-        from turbozero.engines.backgammon import is_backgammon
+        from turbozero.arena.accuracy import judged_games
+        from turbozero.arena.perfect import perfect_games
 
-        if "perfect" in self.eval_opponents and self.env not in PERFECT_GAMES:
+        if "perfect" in self.eval_opponents and (spec is None or spec.perfect is None):
             raise ConfigError(
-                f"eval_opponents 'perfect' exists only for env {' or '.join(PERFECT_GAMES)}, "
+                f"eval_opponents 'perfect' exists only for env {' or '.join(perfect_games())}, "
                 f"not {self.env!r}"
             )
-        judged = is_backgammon(self.env)  # by gnubg's equities
-        high = 10_000 if judged and self.eval_accuracy else 100_000
+        judge = None if spec is None else spec.judge
+        high = judge.max_positions if judge is not None and self.eval_accuracy else 100_000
         check_range("eval_accuracy_positions", self.eval_accuracy_positions, low=1, high=high)
-        if self.eval_accuracy and self.env not in SOLVED_GAMES and not judged:
+        if self.eval_accuracy and judge is None:
             raise ConfigError(
-                f"eval_accuracy=true needs a solver, which exists for env "
-                f"{' or '.join(SOLVED_GAMES)}, or gnubg (backgammon), not {self.env!r}; leave "
-                f"eval_accuracy out"
+                f"eval_accuracy=true needs a solver or an engine to judge moves, which exist for "
+                f"env {' or '.join(judged_games())}, not {self.env!r}; leave eval_accuracy out"
             )
 
     def check_new_run(self, num_players: int | None = None) -> None:
@@ -337,183 +336,6 @@ def check_reward_fn(env: str, reward_fn: str) -> None:
             f"reward_fn={reward_fn!r} is neither a registered reward ({', '.join(REWARDS)}) "
             f"nor 'package.module:function'.{suggest(reward_fn, REWARDS)}"
         )
-
-
-@register_preset(
-    "tic_tac_toe",
-    "Tic-tac-toe, MLP, 64 simulations (128 in play), under a minute of training on a CPU",
-    algorithm="alphazero",
-)
-def tic_tac_toe() -> AlphaZeroConfig:
-    # Every position counts alike in the accuracy measure, so self-play samples every move at
-    # temperature 3: the network sees the odd positions bad play leads to (docs/benchmarks.md,
-    # "Strength per hour", has the ablation)
-    return AlphaZeroConfig(
-        env="tic_tac_toe",
-        num_games=64,
-        network=NetworkConfig(kind="mlp", hidden=(64, 64)),
-        search=SearchConfig(num_simulations=64, max_nodes=80, c_puct=1.25),
-        temperature=3.0,
-        temperature_moves=9,
-        max_episode_steps=9,
-        memory_capacity=64,
-        augment=True,
-        learning_rate=3e-3,
-        train_batch_size=256,
-        warmup_steps=9,
-        collection_steps_per_epoch=9,
-        train_steps_per_epoch=48,
-        num_epochs=80,
-        eval_every=10,
-        eval_games=64,
-        eval_simulations=128,
-        eval_opponents=("random", "perfect"),
-        eval_accuracy=True,
-    )
-
-
-@register_preset(
-    "connect_four",
-    "Connect Four, ResNet 2x32 reading each cell's open lines with a win/draw/loss value head, "
-    "32 simulations (512 at play, by the weights' moving average) valuing an unvisited move at "
-    "the network's value, self-play beside the gradient steps on one device, 30 minutes of "
-    "training on CPU",
-    algorithm="alphazero",
-)
-def connect_four() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="connect_four",
-        num_games=128,
-        # (line features: each cell's open lines of four for each side, KataGo-style inputs)
-        # (the value as win/draw/loss probabilities, learnt by cross-entropy)
-        network=NetworkConfig(
-            kind="resnet", num_blocks=2, num_channels=32, line_features=True, value_bins=3
-        ),
-        # (an unvisited move's Q: the network's value of its node, not 0, a draw)
-        search=SearchConfig(num_simulations=32, max_nodes=64, fpu="network"),
-        temperature_moves=42,  # every move sampled: positions off the best line get targets
-        root_value_weight=0.75,  # value target: a quarter outcome, 3/4 the search's root value
-        max_episode_steps=42,
-        memory_capacity=1024,  # about 64 epochs of play kept, each position drawn ~4 times
-        augment=True,
-        learning_rate=2e-3,
-        ema_decay=0.9995,  # the weights' moving average (about the last 2,000 steps) plays ...
-        ema_selfplay=False,  # ... evaluations and the saved agent; self-play the trained weights
-        train_batch_size=512,
-        warmup_steps=16,
-        collection_steps_per_epoch=16,
-        train_steps_per_epoch=32,
-        num_epochs=1000,
-        max_wall_seconds=1800.0,
-        overlap=None,  # one device: self-play beside the gradient steps (1.5x the epochs on CPU)
-        eval_every=10,
-        # plays (evaluation, eval, play) with 16x self-play's search: the network's misjudged
-        # openings are what a deeper search corrects, and 512 buys it at the cost of a third
-        # of the epochs (each evaluation takes about 30 s)
-        eval_simulations=512,
-        eval_games=32,
-        eval_opponents=("random",),
-        eval_accuracy=True,
-    )
-
-
-@register_preset(
-    "othello",
-    "Othello 8x8, ResNet 4x32, 32 simulations (the tutorial's game; hours on CPU)",
-    algorithm="alphazero",
-)
-def othello() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="othello",
-        num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
-        search=SearchConfig(num_simulations=32, max_nodes=64),
-        temperature_moves=15,
-        max_episode_steps=80,
-        memory_capacity=256,
-        augment=True,
-        train_batch_size=512,
-        num_epochs=100,
-        eval_every=5,
-        eval_opponents=("random", "best"),
-    )
-
-
-@register_preset(
-    "2048",
-    "2048 (one player), MLP, muzero_puct with min-max normalised Q, chance nodes for the new "
-    "tiles (search.chance=sampled: one tile drawn per edge instead), the search's best move in "
-    "self-play, value target half the search's root value; reports the largest tile",
-    algorithm="alphazero",
-    # about 2 minutes on 2 cores: two evaluations of 32 games (games cut at 640 moves)
-    quick=(
-        "num_epochs=80",
-        "eval_every=40",
-        "eval_games=32",
-        "max_episode_steps=640",
-        "max_wall_seconds=240",
-    ),
-)
-def game_2048() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="2048",
-        num_games=64,
-        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
-        search=SearchConfig(
-            selector="muzero_puct", num_simulations=32, max_nodes=65, discount=0.99
-        ),
-        temperature_moves=0,  # the best move (root noise still explores): longer games
-        root_value_weight=0.5,  # value target: half the discounted return, half the root value
-        max_episode_steps=2000,
-        memory_capacity=512,
-        truncation="bootstrap",
-        value_scale=100.0,
-        num_epochs=10_000,
-        max_wall_seconds=1200.0,
-        eval_every=100,  # 64 long games: every 25 epochs took 58% of an hour
-        eval_opponents=(),
-    )
-
-
-@register_preset(
-    "backgammon",
-    "Backgammon (two players), MLP, muzero_puct with chance nodes for the dice (36 ordered "
-    "rolls), 16 simulations in self-play, 64 in evaluation; 1,000 epochs (about 40 minutes on "
-    "a 2-core CPU); evaluated against random, pubeval and its own network without search, and "
-    "by gnubg's error rate on 200 positions (the engines extra)",
-    algorithm="alphazero",
-    # about 2 minutes on 2 cores: two evaluations of 32 games against random
-    quick=(
-        "num_epochs=40",
-        "eval_every=20",
-        "eval_games=32",
-        "eval_opponents=random",
-        "eval_accuracy=false",
-        "max_wall_seconds=240",
-    ),
-)
-def backgammon() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="backgammon",
-        num_games=64,
-        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
-        search=SearchConfig(selector="muzero_puct", num_simulations=16, max_nodes=33),
-        temperature_moves=20,
-        max_episode_steps=1000,
-        memory_capacity=256,
-        value_scale=3.0,  # a gammon scores 2, a backgammon 3
-        train_batch_size=512,
-        collection_steps_per_epoch=32,
-        train_steps_per_epoch=32,
-        num_epochs=1000,
-        max_wall_seconds=3300.0,  # a guard: 1,000 epochs took 40 minutes on a 2-core CPU
-        eval_every=200,
-        eval_games=32,
-        eval_simulations=64,
-        eval_opponents=("random", "pubeval", "network"),
-        eval_accuracy=True,  # gnubg's error rate
-        eval_accuracy_positions=200,
-    )
 
 
 @register_preset(
@@ -576,70 +398,4 @@ def maze() -> AlphaZeroConfig:
         eval_games=64,
         eval_simulations=128,
         eval_opponents=(),
-    )
-
-
-@register_preset(
-    "go_9x9",
-    "Go 9x9, ResNet 6x64, 64 simulations, gumbel (a GPU-sized job; days on CPU)",
-    algorithm="alphazero",
-)
-def go_9x9() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="go_9x9",
-        num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=6, num_channels=64),
-        search=SearchConfig(selector="gumbel", num_simulations=64, max_nodes=65),
-        temperature_moves=0,
-        max_episode_steps=200,
-        memory_capacity=256,
-        truncation="bootstrap",
-        augment=True,
-        train_batch_size=512,
-        num_epochs=200,
-        eval_every=10,
-        eval_opponents=("random", "best"),
-    )
-
-
-@register_preset(
-    "animal_shogi",
-    "Animal shogi 3x4, ResNet 4x32, 32 simulations",
-    algorithm="alphazero",
-)
-def animal_shogi() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="animal_shogi",
-        num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
-        search=SearchConfig(num_simulations=32, max_nodes=64),
-        temperature_moves=10,
-        max_episode_steps=256,
-        memory_capacity=256,
-        truncation="bootstrap",
-        train_batch_size=512,
-        num_epochs=100,
-        eval_every=5,
-        eval_opponents=("random", "mcts:64"),
-    )
-
-
-@register_preset(
-    "hex",
-    "Hex 11x11, ResNet 4x32, 32 simulations, gumbel",
-    algorithm="alphazero",
-)
-def hex_11() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="hex",
-        num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
-        search=SearchConfig(selector="gumbel", num_simulations=32, max_nodes=33),
-        temperature_moves=0,
-        max_episode_steps=122,
-        memory_capacity=256,
-        train_batch_size=512,
-        num_epochs=100,
-        eval_every=5,
-        eval_opponents=("random", "best"),
     )

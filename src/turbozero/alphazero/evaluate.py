@@ -32,46 +32,34 @@ from turbozero.arena import (
     network_agent,
     play_match,
 )
-from turbozero.arena.accuracy import move_accuracy, positions_for
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page
 from turbozero.envs.core import Env
+from turbozero.games.core import Judge, game_spec
 from turbozero.types import Params, PRNGKey
 
 ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent
 
 
 def accuracy_set(env: Env, num_positions: int) -> Any:
-    """The positions `eval_accuracy` measures on: solver-labelled ones (tic-tac-toe, Connect
-    Four) or, in backgammon, positions whose every play gnubg scored."""
-    from turbozero.engines.backgammon import is_backgammon
-
-    if is_backgammon(env.name):
-        from turbozero.engines.quality import quality_positions
-
-        return quality_positions(env, num_positions)
-    return positions_for(env.name, num_positions=num_positions)
+    """The positions `eval_accuracy` measures on, from the game's judge (`GameSpec.judge`):
+    solver-labelled ones (tic-tac-toe, Connect Four) or, in backgammon, positions whose every
+    play gnubg scored."""
+    return _judge(env).positions(env, num_positions, 0)
 
 
 def accuracy_metrics(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict[str, float]:
     """The agent's figures on `accuracy_set`'s positions: `eval/accuracy/result`, `.../best`
     and `.../positions` against a solver; `eval/gnubg/error_rate` (millipoints per move),
     `.../best` and `.../positions` in backgammon."""
-    from turbozero.engines.quality import QualityPositions, move_quality
+    return _judge(env).measure(env, agent, positions, key)
 
-    if isinstance(positions, QualityPositions):
-        q = move_quality(env, agent, positions, key)
-        return {
-            "eval/gnubg/error_rate": q.error_rate,
-            "eval/gnubg/best": q.best_share,
-            "eval/gnubg/positions": q.num_positions,
-        }
-    acc = move_accuracy(env, agent, positions, key)
-    return {
-        "eval/accuracy/result": acc.result,
-        "eval/accuracy/best": acc.best,
-        "eval/accuracy/positions": acc.num_positions,
-    }
+
+def _judge(env: Env) -> Judge:
+    spec = game_spec(env.name)
+    if spec is None or spec.judge is None:
+        raise ValueError(f"nothing judges the moves of {env.name!r} (its GameSpec has no judge)")
+    return spec.judge
 
 
 class Evaluator:

@@ -25,9 +25,9 @@ from turbozero.alphazero.reanalyse import Reanalyse, make_reanalyse
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
 from turbozero.alphazero.sharding import AXIS
 from turbozero.config import ConfigError
-from turbozero.envs.boards import BOARDS
 from turbozero.envs.chance import without_chance
 from turbozero.envs.core import Env
+from turbozero.games.core import game_spec
 from turbozero.memory import EpisodeBuffer, make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
 from turbozero.search import Search, Selector, gumbel, make_search, muzero_puct, puct, shard_search
@@ -131,16 +131,18 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
 
 
 def _line_length(env: Env) -> int:
-    board = BOARDS.get(env.name)
+    spec = game_spec(env.name)
+    board = None if spec is None else spec.board
     if board is None or board.line is None:
         raise ValueError(f"network.line_features: {env.name!r} is not won by k marks in a row")
     return board.line[2]
 
 
 def augmentations(env: Env):
-    """The board symmetries `env` is known to have (`turbozero.envs.boards.BOARDS`), as
-    augmentation functions; none for other games."""
-    board = BOARDS.get(env.name)
+    """The board symmetries `env`'s game file says it has (`Board.symmetry`), as augmentation
+    functions; none for other games."""
+    spec = game_spec(env.name)
+    board = None if spec is None else spec.board
     if board is None or board.symmetry is None:
         return []
     kind, size = board.symmetry

@@ -10,12 +10,11 @@ from turbozero.arena.agents import (
 )
 from turbozero.arena.elo import EloPool, fit_elo
 from turbozero.arena.match import MatchResult, Record, play_match, wilson_interval
-from turbozero.arena.perfect import PERFECT_GAMES, perfect_agent
+from turbozero.arena.perfect import perfect_agent, perfect_games
 from turbozero.arena.records import render_game_svgs, replay_game
 from turbozero.arena.search_agents import alphazero_agent, rollout_mcts_agent
 
 __all__ = [
-    "PERFECT_GAMES",
     "Agent",
     "AgentOutput",
     "EloPool",
@@ -27,6 +26,7 @@ __all__ = [
     "make_agent",
     "network_agent",
     "perfect_agent",
+    "perfect_games",
     "play_match",
     "random_agent",
     "render_game_svgs",

@@ -35,14 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import Agent, PolicyFn, runs_search
-from turbozero.arena.connect_four import ILLEGAL_SCORE
-from turbozero.envs.boards import BOARDS
 from turbozero.envs.core import Env
+from turbozero.games.core import ILLEGAL_SCORE, all_games, game_spec
 from turbozero.search import compiler_options
 from turbozero.types import Array, Params, PRNGKey
 
-#: games with a labelled position set
-SOLVED_GAMES = tuple(name for name, board in BOARDS.items() if board.solved)
 CACHE_VERSION = 1
 
 
@@ -263,48 +260,6 @@ def move_accuracy(
 # -- the labelled sets -----------------------------------------------------------------------
 
 
-def tic_tac_toe_positions() -> PositionSet:
-    """All 4,520 reachable non-terminal tic-tac-toe positions, each reached by one move order,
-    scored by the minimax table (+1 win, 0 draw, -1 loss for the mover)."""
-    from turbozero.arena.perfect import LINES, POWERS, solve_tic_tac_toe
-
-    table = solve_tic_tac_toe()
-    seen: dict[tuple[int, ...], list[int]] = {}
-
-    def visit(board: list[int], moves: list[int]) -> None:
-        # board: 0 empty, 1 first player, 2 second player
-        if any(board[a] == board[b] == board[c] != 0 for a, b, c in LINES) or 0 not in board:
-            return
-        key = tuple(board)
-        if key in seen:
-            return
-        seen[key] = list(moves)
-        mover = 1 + len(moves) % 2
-        for cell in range(9):
-            if board[cell] == 0:
-                board[cell] = mover
-                visit(board, [*moves, cell])
-                board[cell] = 0
-
-    visit([0] * 9, [])
-    boards = np.array(list(seen), np.int64)  # [N, 9]
-    movers = 1 + np.array([len(m) for m in seen.values()]) % 2
-    # the table's encoding: 1 the mover's mark, 2 the opponent's
-    mine = boards == movers[:, None]
-    codes = np.where(boards == 0, 0, np.where(mine, 1, 2))
-    q = table[codes @ POWERS]
-    scores = np.where(q <= -2.0, ILLEGAL_SCORE, q).astype(np.float32)
-    moves = np.full((len(seen), 9), -1, np.int32)
-    for i, m in enumerate(seen.values()):
-        moves[i, : len(m)] = m
-    return PositionSet(
-        "tic_tac_toe",
-        moves,
-        scores,
-        {"plies 0-2": (0, 2), "plies 3-5": (3, 5), "plies 6-8": (6, 8)},
-    )
-
-
 def cache_dir() -> Path:
     """Where labelled sets are cached: `$TURBOZERO_CACHE/positions`, default
     `~/.cache/turbozero/positions`."""
@@ -312,77 +267,42 @@ def cache_dir() -> Path:
     return Path(base) / "positions"
 
 
-def connect_four_positions(
-    num_positions: int = 1000,
-    *,
-    seed: int = 0,
-    min_ply: int = 8,
-    max_ply: int = 24,
-    cache: Path | None = None,
-) -> PositionSet:
-    """Connect Four positions from random legal play, labelled by `bitbully` (cached).
+def solved_games() -> tuple[str, ...]:
+    """The games with a labelled position set (their `GameSpec.judge` is a solver)."""
+    return tuple(name for name, g in all_games().items() if g.judge and g.judge.by == "a solver")
 
-    Each position plays a ply count drawn uniformly from `[min_ply, max_ply]` of uniformly random
-    legal moves; games that end on the way, and positions already drawn, are drawn again.
 
-    Raises:
-        ValueError: for counts out of range.
-        MissingExtraError: if `bitbully` is not installed.
-    """
-    from turbozero.arena.connect_four import _scores_of, require_bitbully
-
-    if not 1 <= num_positions <= 100_000:
-        raise ValueError(f"num_positions must be in [1, 100000], got {num_positions}")
-    if not 0 <= min_ply <= max_ply <= 40:
-        raise ValueError(f"need 0 <= min_ply <= max_ply <= 40, got {min_ply}, {max_ply}")
-    phases = {"plies 8-12": (8, 12), "plies 13-18": (13, 18), "plies 19-24": (19, 24)}
-    name = f"connect_four-n{num_positions}-seed{seed}-plies{min_ply}-{max_ply}-v{CACHE_VERSION}"
-    path = (cache or cache_dir()) / f"{name}.npz"
-    if path.exists():
-        try:
-            with np.load(path) as data:
-                moves, scores = data["moves"], data["scores"]
-            if moves.shape == (num_positions, max_ply) and scores.shape == (num_positions, 7):
-                return PositionSet("connect_four", moves, scores, phases)
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged cache file is made again
-    bitbully = require_bitbully("labelling Connect Four positions")
-    rng = np.random.default_rng(seed)
-    seen: set[int] = set()
-    moves = np.full((num_positions, max_ply), -1, np.int32)
-    scores = np.zeros((num_positions, 7), np.float32)
-    i = 0
-    while i < num_positions:
-        ply = int(rng.integers(min_ply, max_ply + 1))
-        board, played = bitbully.Board(), list[int]()
-        while len(played) < ply and not board.is_game_over():
-            column = int(rng.choice(board.legal_moves()))
-            board.play(column)
-            played.append(column)
-        if board.is_game_over() or board.uid() in seen:
-            continue
-        seen.add(board.uid())
-        moves[i, :ply] = played
-        scores[i] = _scores_of(board)
-        i += 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # (processes sharing a cache)
-    np.savez(tmp, moves=moves, scores=scores)
-    os.replace(tmp, path)
-    return PositionSet("connect_four", moves, scores, phases)
+def judged_games() -> tuple[str, ...]:
+    """The games whose moves a solver or an engine judges (`GameSpec.judge`), each named with
+    its judge ("connect_four (a solver)")."""
+    return tuple(f"{n} ({g.judge.by})" for n, g in all_games().items() if g.judge is not None)
 
 
 def positions_for(game: str, *, num_positions: int = 1000, seed: int = 0) -> PositionSet:
-    """The labelled position set of `game` (a name in `SOLVED_GAMES`, `pgx:` prefix allowed);
-    `num_positions` and `seed` choose Connect Four's set (tic-tac-toe's is all positions).
+    """The labelled position set of `game` (a name in `solved_games()`, `pgx:` prefix allowed);
+    `num_positions` and `seed` choose the set where the game's judge is sized (Connect Four's;
+    tic-tac-toe's is all positions).
 
     Raises:
         ValueError: if the game has no solver here.
         MissingExtraError: if its solver is not installed.
     """
-    game = game.removeprefix("pgx:")
-    if game == "tic_tac_toe":
-        return tic_tac_toe_positions()
-    if game == "connect_four":
-        return connect_four_positions(num_positions, seed=seed)
-    raise ValueError(f"no solver for {game!r}: move accuracy exists for {', '.join(SOLVED_GAMES)}")
+    spec = game_spec(game)
+    if spec is None or spec.judge is None or spec.judge.by != "a solver":
+        raise ValueError(
+            f"no solver for {game!r}: move accuracy exists for {', '.join(solved_games())}"
+        )
+    return spec.judge.positions(None, num_positions, seed)  # type: ignore[arg-type]
+
+
+def solver_metrics(
+    env: Env, agent: Agent, positions: PositionSet, key: PRNGKey
+) -> dict[str, float]:
+    """`Judge.measure` of the solved games: `eval/accuracy/result`, `.../best` and
+    `.../positions` of `move_accuracy`."""
+    acc = move_accuracy(env, agent, positions, key)
+    return {
+        "eval/accuracy/result": acc.result,
+        "eval/accuracy/best": acc.best,
+        "eval/accuracy/positions": acc.num_positions,
+    }

@@ -1,26 +1,28 @@
 """Fixed opponents by name, parsed in one place (the config's `eval_opponents`, the evaluator,
-`turbozero eval --vs`): `random`, `perfect` (the games of `PERFECT_GAMES`), `mcts:N` (rollout
-MCTS with N simulations), and the engines players know (`ENGINE_GAMES`): `pubeval` (Tesauro's
-linear evaluator) and `gnubg:PLY` (GNU Backgammon at 0 to 2 plies, the `engines` extra) for
-backgammon."""
+`turbozero eval --vs`): `random`, `perfect` (the games with a perfect player), `mcts:N`
+(rollout MCTS with N simulations), and the engines players know (`ENGINES`): `pubeval`
+(Tesauro's linear evaluator) and `gnubg:PLY` (GNU Backgammon at 0 to 2 plies, the `engines`
+extra) for backgammon, `gnugo:LEVEL` and `gtp:COMMAND` for Go. Which games an engine plays, and
+how it is built, the game's file says (`GameSpec.engines`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from turbozero.arena.agents import Agent, random_agent
-from turbozero.arena.perfect import PERFECT_GAMES, perfect_agent
+from turbozero.arena.perfect import perfect_agent
 from turbozero.envs.core import Env
+from turbozero.games.core import all_games, game_spec
 from turbozero.validate import is_digits
 
 #: the largest rollout-MCTS simulation count (its tree holds N + 1 nodes)
 MAX_MCTS_SIMULATIONS = (1 << 24) - 1
-#: the engines by kind, and the game each plays ("go": every board size)
-ENGINE_GAMES = {"pubeval": "backgammon", "gnubg": "backgammon", "gnugo": "go", "gtp": "go"}
+#: the engines by kind (the games that have them say so in their files)
+ENGINES = ("pubeval", "gnubg", "gnugo", "gtp")
 MAX_GNUBG_PLY = 2
 MAX_GNUGO_LEVEL = 10
 HELP = (
-    f"random | perfect ({', '.join(PERFECT_GAMES)}) | mcts:N (rollout MCTS with N simulations, "
+    "random | perfect (the games with a perfect player) | mcts:N (rollout MCTS with N simulations, "
     f"N in [1, {MAX_MCTS_SIMULATIONS}]) | pubeval (backgammon) | gnubg:PLY (backgammon, PLY in "
     f"[0, {MAX_GNUBG_PLY}]) | gnugo:LEVEL (Go, LEVEL in [1, {MAX_GNUGO_LEVEL}]) | gtp:COMMAND (Go: "
     "any GTP engine)"
@@ -38,15 +40,18 @@ class Opponent:
     level: int = 0
     command: str = ""
 
-    @property
-    def game(self) -> str | None:
-        """The one game this opponent plays (engines), or None (any game it is built for)."""
-        return ENGINE_GAMES.get(self.kind)
+    def games(self) -> tuple[str, ...]:
+        """The games an engine plays (their files list it), or () for any game."""
+        if self.kind not in ENGINES:
+            return ()
+        return tuple(name for name, spec in all_games().items() if self.kind in spec.engines)
 
     def plays(self, env: str) -> bool:
-        """Whether it plays the game `env` (a preset's `env`: `go_9x9` is Go)."""
-        game = self.game
-        return game is None or env == game or env.startswith(f"{game}_")
+        """Whether it plays the game `env` (a config's `env`, `pgx:` prefix allowed)."""
+        if self.kind not in ENGINES:
+            return True
+        spec = game_spec(env)
+        return spec is not None and self.kind in spec.engines
 
 
 def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
@@ -81,14 +86,12 @@ def make_opponent(env: Env, name: str) -> Agent:
         return random_agent(env)
     if opponent.kind == "perfect":
         return perfect_agent(env)
-    if opponent.game == "go":
-        from turbozero.engines.players import go_engine_agent
-
-        return go_engine_agent(env, name)
-    if opponent.game is not None:
-        from turbozero.engines.players import backgammon_engine_agent
-
-        return backgammon_engine_agent(env, name)
+    if opponent.kind in ENGINES:
+        spec = game_spec(env.name)
+        if spec is None or opponent.kind not in spec.engines:
+            games = " or ".join(opponent.games()) or "no game"
+            raise ValueError(f"{name} plays {games} only, not {env.name!r}")
+        return spec.engines[opponent.kind](env, name)
     from turbozero.arena.search_agents import rollout_mcts_agent
 
     return rollout_mcts_agent(env, num_simulations=opponent.simulations)

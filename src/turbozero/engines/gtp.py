@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from turbozero.envs.boards import move_label
+from turbozero.games.go import go_label
 
 GNUGO = "/usr/games/gnugo"  # where Debian's package puts it (not on root's PATH)
 KOMI = 7.5  # pgx's Go
@@ -66,7 +66,7 @@ def vertex_to_action(vertex: str, size: int) -> int:
 
 def action_to_vertex(action: int, size: int) -> str:
     """The GTP vertex of pgx's action (its move name: `A9` top left, `pass`)."""
-    return "pass" if action == size * size else move_label(f"go_{size}x{size}", action)
+    return go_label(size)(action)
 
 
 def position_sgf(board: np.ndarray, black_to_play: bool, size: int, komi: float = KOMI) -> str:

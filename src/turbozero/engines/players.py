@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import Agent, AgentOutput, make_agent
-from turbozero.engines.backgammon import NO_OP, Play, is_backgammon, micro_step, turn_plays
 from turbozero.envs.core import Env
+from turbozero.games.backgammon import NO_OP, Play, is_backgammon, micro_step, turn_plays
 from turbozero.types import Params, PRNGKey, PyTree
 
 #: `choose(board, plays) -> (index of the play, value for the mover)`
@@ -241,9 +241,8 @@ def go_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
         ValueError: `env` is not pgx's Go.
         FileNotFoundError: the engine's program is not installed.
     """
-    game = env.name.removeprefix("pgx:")
-    if not game.startswith("go_"):
+    size = round((env.num_actions - 1) ** 0.5)
+    if not env.name.removeprefix("pgx:").startswith("go_") or size * size + 1 != env.num_actions:
         raise ValueError(f"{spec} plays Go only, not {env.name!r}")
-    size = int(game.removeprefix("go_").split("x")[0])
     go_engine(spec, size)  # (a missing program is named here, not inside a compiled match)
     return make_agent(GoEnginePolicy(env, spec, size), None, name=name or spec)

@@ -33,7 +33,10 @@ import numpy as np
 
 from turbozero.arena.accuracy import cache_dir
 from turbozero.arena.agents import Agent
-from turbozero.engines.backgammon import (
+from turbozero.engines.gnubg import MAX_PLY, equities, require_gnubg
+from turbozero.engines.players import TurnPlanner
+from turbozero.envs.core import Env
+from turbozero.games.backgammon import (
     NO_OP,
     Play,
     is_backgammon,
@@ -41,9 +44,6 @@ from turbozero.engines.backgammon import (
     micro_step,
     turn_plays,
 )
-from turbozero.engines.gnubg import MAX_PLY, equities, require_gnubg
-from turbozero.engines.players import TurnPlanner
-from turbozero.envs.core import Env
 from turbozero.types import PRNGKey
 
 CACHE_VERSION = 1
@@ -59,7 +59,7 @@ class QualityPositions:
     Attributes:
         states: pgx states, leaves `[N, ...]` (numpy).
         boards: `[N, 28]` int8, pgx's `_board` (from the mover's side).
-        race: `[N]` bool, no contact left (`turbozero.engines.backgammon.is_race`).
+        race: `[N]` bool, no contact left (`turbozero.games.backgammon.is_race`).
         offsets: `[N + 1]`, position `i`'s plays are rows `offsets[i]:offsets[i + 1]`.
         afters: `[M, 28]` int8, the position each play leaves.
         equity: `[M]` float64, gnubg's equity of each play for the mover.

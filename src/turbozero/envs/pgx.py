@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -11,47 +11,37 @@ import pgx
 
 from turbozero.envs.chance import Chance, no_chance_event
 from turbozero.envs.core import Env, check_discrete_action
+from turbozero.games.core import game_spec
 from turbozero.types import Array, PRNGKey, StepMetadata
 
-if TYPE_CHECKING:
-    from turbozero.envs.pgx_chance import ChanceRules
-
-# pgx games we advertise, with one line each; imperfect-information and 3+-player games are refused.
-PGX_GAMES: dict[str, str] = {
-    "tic_tac_toe": "Tic-tac-toe, 3x3 (2 players, 9 actions)",
-    "connect_four": "Connect Four, 6x7 (2 players, 7 actions)",
-    "othello": "Othello, 8x8 (2 players, 65 actions incl. pass)",
-    "hex": "Hex, 11x11 (2 players, 122 actions incl. swap)",
-    "go_9x9": "Go, 9x9 (2 players, 82 actions incl. pass)",
-    "go_19x19": "Go, 19x19 (2 players, 362 actions incl. pass)",
-    "animal_shogi": "Animal shogi, 3x4 (2 players)",
-    "gardner_chess": "Gardner minichess, 5x5 (2 players)",
-    "chess": "Chess (2 players)",
-    "shogi": "Shogi (2 players)",
-    "backgammon": "Backgammon (2 players, dice as chance events: 36 ordered rolls)",
-    "2048": "2048 (1 player, 4 actions, new tiles as chance events: 16 cells x {2, 4})",
-    "minatar-asterix": "MinAtar Asterix (1 player)",
-    "minatar-breakout": "MinAtar Breakout (1 player)",
-    "minatar-freeway": "MinAtar Freeway (1 player)",
-    "minatar-seaquest": "MinAtar Seaquest (1 player)",
-    "minatar-space_invaders": "MinAtar Space Invaders (1 player)",
-}
 REFUSED: dict[str, str] = {
     "kuhn_poker": "imperfect information",
     "leduc_holdem": "imperfect information",
     "sparrow_mahjong": "imperfect information and more than two players",
 }
-STOCHASTIC = {
-    "2048",
-    "backgammon",
-    "minatar-asterix",
-    "minatar-breakout",
-    "minatar-freeway",
-    "minatar-seaquest",
-    "minatar-space_invaders",
-}
 
-CHANCE_GAMES = ("2048", "backgammon")  # with a chance split (turbozero.envs.pgx_chance)
+
+class ChanceRules(NamedTuple):
+    """One pgx game's `_step` cut at its draw (for games not over, legal actions or not), from
+    the game's file (`GameSpec.chance`): `split_pgx_step` applies the rules common to every pgx
+    game around it.
+
+    Attributes:
+        num_outcomes: `C`.
+        decide: `decide(state, action) -> (state, chance)`: pgx's step up to the draw (the step
+            count already advanced), and `[]` bool whether the draw happens.
+        probabilities: `probabilities(state) -> [C]` float32 of the draw, for a state `decide`
+            returned with `chance` True.
+        resolve: `resolve(state, outcome) -> state`: pgx's step from the draw on.
+        sample: `sample(state, key) -> int32 []`: the outcome pgx's step draws from `key`, with
+            the same `jax.random` calls on the same key as pgx's (a split step equals pgx's).
+    """
+
+    num_outcomes: int
+    decide: Callable[[Any, Array], tuple[Any, Array]]
+    probabilities: Callable[[Any], Array]
+    resolve: Callable[[Any, Array], Any]
+    sample: Callable[[Any, PRNGKey], Array]
 
 
 def pgx_metadata(state: pgx.State) -> StepMetadata:
@@ -123,21 +113,18 @@ def split_pgx_step(env: pgx.Env, rules: ChanceRules) -> Chance:
 
 
 def pgx_chance(env: pgx.Env) -> Chance | None:
-    """The chance split of a pgx game that has one (2048, backgammon), else None."""
-    if str(env.id) not in CHANCE_GAMES:
+    """The chance split of a pgx game whose file has one (2048, backgammon), else None."""
+    spec = game_spec(str(env.id))
+    if spec is None or spec.chance is None:
         return None
-    from turbozero.envs.pgx_chance import CHANCE_RULES  # imports those games' pgx modules
-
-    return split_pgx_step(env, CHANCE_RULES[str(env.id)])
+    return split_pgx_step(env, spec.chance())
 
 
 def pgx_episode_stats(env: pgx.Env) -> Callable[[pgx.State], dict[str, Array]] | None:
-    """`Env.episode_stats` of the pgx games that have figures beyond the return (2048's tiles)."""
-    if str(env.id) != "2048":
-        return None
-    from turbozero.envs.pgx_chance import stats_2048
-
-    return stats_2048
+    """`Env.episode_stats` of the pgx games whose file has figures beyond the return (2048's
+    tiles)."""
+    spec = game_spec(str(env.id))
+    return None if spec is None or spec.episode_stats is None else spec.episode_stats()
 
 
 def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
@@ -159,8 +146,7 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
     def render_svg(state) -> str:
         from pgx._src.visualizer import Visualizer  # host side only
 
-        if str(env.id) == "backgammon":  # its drawing turns the board with `.at`: a jax array
-            state = state.replace(_board=jnp.asarray(state._board))
+        state = jax.tree.map(jnp.asarray, state)  # (drawings index with `.at`: jax arrays)
         return Visualizer(color_theme="light").get_dwg(states=state).tostring()
 
     return Env(
@@ -172,12 +158,17 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
         step=step,
         observe=observe,
         metadata=pgx_metadata,
-        deterministic=str(env.id) not in STOCHASTIC,  # by pgx's id, whatever the name
+        deterministic=not _stochastic(env),  # by pgx's id, whatever the name
         chance=pgx_chance(env),
         render_svg=render_svg,
         raw=env,
         episode_stats=pgx_episode_stats(env),
     )
+
+
+def _stochastic(env: pgx.Env) -> bool:
+    spec = game_spec(str(env.id))
+    return spec is not None and spec.stochastic
 
 
 def make_pgx(env_id: str) -> Env:

@@ -1,15 +1,32 @@
-"""`make(id)`: every environment by its id; `GAMES`: what we advertise."""
+"""`make(id)`: every environment by its id; `GAMES`: the registered games (`turbozero.games`)
+with their descriptions."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from turbozero.envs.core import Env
-from turbozero.envs.pgx import PGX_GAMES, REFUSED, make_pgx
+from turbozero.envs.pgx import REFUSED, make_pgx
+from turbozero.games.core import all_games
 
-GAMES: dict[str, str] = dict(PGX_GAMES)
+
+class _Descriptions(Mapping[str, str]):
+    """Every registered game's one-line description by name, read from the registry when asked
+    (a game registered later is in it)."""
+
+    def __getitem__(self, name: str) -> str:
+        return all_games()[name].description
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(all_games())
+
+    def __len__(self) -> int:
+        return len(all_games())
+
+
+GAMES: Mapping[str, str] = _Descriptions()
 PREFIXES = ("gymnax", "jumanji", "pgx")
 
 
@@ -27,7 +44,8 @@ def make(
 ) -> Env:
     """Build an environment by id.
 
-    pgx games by their ids (``"connect_four"``); other libraries by prefix
+    Registered games by their ids (``"connect_four"``, pgx's or your own); other libraries by
+    prefix
     (``"gymnax:CartPole-v1"``, ``"jumanji:Minesweeper-v0"``, ``"pgx:othello"``).
 
     Args:
@@ -76,4 +94,5 @@ def make(
             f"unknown environment id {env_id!r}.{hint} Known games: {sorted(GAMES)}; other "
             f"libraries by prefix, e.g. 'gymnax:CartPole-v1'."
         )
-    return make_pgx(env_id)
+    spec = all_games()[env_id]
+    return make_pgx(env_id) if spec.make_env is None else spec.make_env()

@@ -21,9 +21,9 @@ import jax
 import numpy as np
 
 from turbozero.arena.agents import runs_search
-from turbozero.envs.boards import board_cells, move_label, outcome_label, winning_line
 from turbozero.envs.chance import step_with_outcome
 from turbozero.envs.core import Env
+from turbozero.games.core import board_cells, move_label, outcome_label, winning_line
 from turbozero.play.games import (
     agent_turn_marks,
     chance_cell,

@@ -1,0 +1,555 @@
+"""Backgammon: pgx's game with the dice as chance events, and everything turbozero adds to it.
+
+Its parts: move and roll names as players write them, the dice split out of pgx's step, what the
+play page shows (the dice, the points numbered from the human's side, the moves as a list), the
+engines (`pubeval`, `gnubg:PLY`, `turbozero.engines`), gnubg's move-quality measure, and the
+preset.
+
+The engines' translation is the one place that turns pgx's positions and moves into theirs.
+Backgammon between pgx and the engines: the one place that translates positions and moves.
+
+pgx keeps the board from the mover's side, `_board` `[28]` int: indices 0..23 are the mover's
+24-point to its 1-point (the mover's checkers positive and moving to higher indices, the
+opponent's negative), 24 the mover's bar (positive), 25 the opponent's bar (negative), 26 the
+mover's checkers off (positive) and 27 the opponent's (negative). One pgx action moves one
+checker with one die: `6 * source + die - 1`, source 1 the bar and 2..25 the indices 0..23
+(source 0 is the no-op, legal only when no checker can move).
+
+An engine chooses a whole turn (one checker per die, two dice or four for doubles) under the
+rules of backgammon, which pgx does not enforce: the most dice that can be played must be played,
+and when only one of two dice can be, the larger if it can. `turn_plays` lists the plays of a
+turn under those rules, each as the pgx actions that make it and the position it reaches, so an
+engine's choice is found by its resulting position and played one pgx action at a time. (pgx
+allows a superset: an agent trained on pgx may play a die fewer than the rules ask; its games
+are scored by pgx as they were played.)
+
+Engines number points from the player's side, 1 to 24, with 25 the bar and 0 off; gnubg's board
+is two lists of 25 counts, the opponent's first, each from its owner's side (index 24 the bar).
+
+The dice (C = 36): `outcome = 6 * die0 + die1`, pgx's ordered dice (0..5 for 1..6), each 1/36.
+Ordered because pgx's state keeps the dice in the order rolled (its `_dice` and
+`_playable_dice`); rolls 2-5 and 5-2 give positions that play alike but differ there. The split
+uses pgx's private helpers; the tests compare it with pgx's `step` and fail if a pgx release
+changes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pgx.backgammon as bg
+
+from turbozero.config import register_preset
+from turbozero.games.core import Board, GameSpec, Judge, Page, _register_builtin
+from turbozero.types import Array, PRNGKey
+
+if TYPE_CHECKING:
+    from turbozero.alphazero.config import AlphaZeroConfig
+    from turbozero.arena.agents import Agent
+    from turbozero.envs.core import Env
+    from turbozero.envs.pgx import ChanceRules
+
+BAR, OPPONENT_BAR, OFF, OPPONENT_OFF = 24, 25, 26, 27  # pgx `_board` indices
+CHECKERS = 15
+NO_OP = 0  # the pgx action that passes (legal only when no checker can move)
+GAME = "backgammon"  # pgx's id, the game the engines here and gnubg's move quality are for
+
+
+def is_backgammon(env_name: str) -> bool:
+    """Whether `env_name` (a config's `env` or an `Env.name`, `pgx:` prefix allowed) is the
+    backgammon these engines play."""
+    return env_name.removeprefix("pgx:") == GAME
+
+
+class Play(NamedTuple):
+    """One legal play of a turn: the pgx actions that make it, in order, and the position after
+    it (`[28]` int8 bytes, still from the mover's side)."""
+
+    actions: tuple[int, ...]
+    after: bytes
+
+
+def action_of(source_index: int, die: int) -> int:
+    """The pgx action moving a checker from `source_index` (0..23, or `BAR`) with `die` (1..6)."""
+    source = 1 if source_index == BAR else source_index + 2
+    return 6 * source + die - 1
+
+
+def micro_moves(board: np.ndarray, die: int) -> list[tuple[int, np.ndarray]]:
+    """`[(action, board after), ...]`: every pgx-legal move of one checker with `die`.
+
+    The rules are pgx's own (`pgx.backgammon._is_action_legal`): a checker on the bar enters
+    first; a point with two or more opposing checkers is closed; a lone one is hit to its bar;
+    bearing off needs every checker home and the exact die, or a larger one from the rearmost
+    point.
+    """
+    sources = [BAR] if board[BAR] > 0 else [i for i in range(24) if board[i] > 0]
+    out = []
+    for src in sources:
+        after = _moved(board, src, die)
+        if after is not None:
+            out.append((action_of(src, die), after))
+    return out
+
+
+def micro_step(board: np.ndarray, action: int) -> np.ndarray:
+    """The position after the pgx action `action` (a ValueError where pgx would not allow it)."""
+    source, die = action // 6, action % 6 + 1
+    src = BAR if source == 1 else source - 2
+    b = np.asarray(board, np.int8)
+    after = None if source == 0 or (src != BAR and b[BAR] > 0) else _moved(b, src, die)
+    if after is None or (src != BAR and b[src] <= 0) or (src == BAR and b[BAR] <= 0):
+        raise ValueError(f"pgx action {action} is not legal in {b.tolist()}")
+    return after
+
+
+def _moved(board: np.ndarray, src: int, die: int) -> np.ndarray | None:
+    """The board after moving the mover's checker on `src` with `die`, or None if illegal."""
+    tgt = die - 1 if src == BAR else src + die
+    after = board.copy()
+    if tgt <= 23:
+        if board[tgt] < -1:
+            return None
+        if after[tgt] == -1:  # a hit
+            after[tgt] = 0
+            after[OPPONENT_BAR] -= 1
+        after[src] -= 1
+        after[tgt] += 1
+        return after
+    home = board[OFF] + board[18:24].clip(min=0).sum() == CHECKERS
+    rear = next((i for i in range(24) if board[i] > 0), 24)  # the rearmost checker's index
+    distance = 24 - src
+    if not (home and (distance == die or (distance < die and src == rear))):
+        return None
+    after[src] -= 1
+    after[OFF] += 1
+    return after
+
+
+def turn_plays(board: Sequence[int] | np.ndarray, dice: Sequence[int]) -> list[Play]:
+    """The legal plays of a turn under the rules of backgammon, one per resulting position.
+
+    Args:
+        board: pgx's `_board` `[28]`, from the mover's side.
+        dice: the dice left to play, 1..6 each (two, four for doubles; fewer mid-turn).
+
+    Returns:
+        The plays that use the most dice that can be used (when only one of two different dice
+        can be, the larger if it can), one per distinct resulting position, in a fixed order;
+        `[Play((NO_OP,), board)]` when no checker can move.
+    """
+    start = np.asarray(board, np.int8)
+    found: dict[bytes, tuple[int, tuple[int, ...], int]] = {}  # after -> (dice used, actions, die)
+
+    def walk(b: np.ndarray, left: tuple[int, ...], actions: tuple[int, ...], first: int) -> None:
+        moved = False
+        for die in sorted(set(left), reverse=True):
+            rest = list(left)
+            rest.remove(die)
+            for action, after in micro_moves(b, die):
+                moved = True
+                walk(after, tuple(rest), (*actions, action), first or die)
+        if not moved and actions:
+            key = b.tobytes()
+            if key not in found or len(actions) > found[key][0]:
+                found[key] = (len(actions), actions, first)
+
+    walk(start, tuple(int(d) for d in dice), (), 0)
+    if not found:
+        return [Play((NO_OP,), start.tobytes())]
+    most = max(used for used, _, _ in found.values())
+    plays = {k: v for k, v in found.items() if v[0] == most}
+    distinct = sorted(set(int(d) for d in dice))
+    if most == 1 and len(distinct) == 2:  # one die only: the larger where it can be played
+        larger = [k for k, v in plays.items() if _die_of(v[1][0]) == distinct[1]]
+        if larger:
+            plays = {k: plays[k] for k in larger}
+    return [Play(v[1], k) for k, v in sorted(plays.items())]
+
+
+def _die_of(action: int) -> int:
+    return action % 6 + 1
+
+
+def flip(board: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The position from the other player's side, as pgx turns its board when the turn passes."""
+    b = np.asarray(board, np.int8)
+    out = np.empty(28, np.int8)
+    out[:24] = -b[23::-1]
+    out[BAR], out[OPPONENT_BAR] = -b[OPPONENT_BAR], -b[BAR]
+    out[OFF], out[OPPONENT_OFF] = -b[OPPONENT_OFF], -b[OFF]
+    return out
+
+
+def is_race(board: Sequence[int] | np.ndarray) -> bool:
+    """Whether the checkers have parted (no more contact): nobody on the bar and every one of the
+    mover's checkers past every one of the opponent's."""
+    b = np.asarray(board)
+    if b[BAR] > 0 or b[OPPONENT_BAR] < 0:
+        return False
+    mine = np.flatnonzero(b[:24] > 0)
+    theirs = np.flatnonzero(b[:24] < 0)
+    return mine.size == 0 or theirs.size == 0 or mine.min() > theirs.max()
+
+
+def to_gnubg(board: Sequence[int] | np.ndarray) -> tuple[list[int], list[int]]:
+    """gnubg's board for pgx's `board`: `(opponent, mover)`, each 25 counts from its owner's side
+    (index p - 1 its p-point, index 24 its bar)."""
+    b = np.asarray(board, int)
+    mover = [max(int(b[24 - p]), 0) for p in range(1, 25)] + [int(b[BAR])]
+    # the opponent's q-point is the mover's (25 - q)-point: pgx index q - 1
+    opponent = [max(-int(b[q - 1]), 0) for q in range(1, 25)] + [-int(b[OPPONENT_BAR])]
+    return opponent, mover
+
+
+def from_gnubg(opponent: Sequence[int], mover: Sequence[int]) -> np.ndarray:
+    """pgx's `_board` `[28]` int8 for gnubg's `(opponent, mover)` board (the inverse of
+    `to_gnubg`; the checkers off are what is missing of each side's 15)."""
+    b = np.zeros(28, np.int8)
+    for p in range(1, 25):
+        b[24 - p] += mover[p - 1]
+        b[p - 1] -= opponent[p - 1]
+    b[BAR] = mover[24]
+    b[OPPONENT_BAR] = -opponent[24]
+    b[OFF] = CHECKERS - sum(mover)
+    b[OPPONENT_OFF] = -(CHECKERS - sum(opponent))
+    return b
+
+
+def apply_engine_move(board: Sequence[int] | np.ndarray, move: Sequence[int]) -> np.ndarray:
+    """The position after an engine's move `(from, to, from, to, ...)`: points from the mover's
+    side, 25 the bar and 0 off, one checker per pair (a lone opposing checker on `to` is hit)."""
+    b = np.asarray(board, np.int8).copy()
+    for src, dst in zip(move[0::2], move[1::2], strict=True):
+        i = BAR if src == 25 else 24 - src
+        if b[i] <= 0:
+            raise ValueError(f"no checker of the mover on its point {src} in move {tuple(move)}")
+        b[i] -= 1
+        if dst <= 0:
+            b[OFF] += 1
+            continue
+        j = 24 - dst
+        if b[j] < -1:
+            raise ValueError(f"point {dst} is closed in move {tuple(move)}")
+        if b[j] == -1:
+            b[j] = 0
+            b[OPPONENT_BAR] -= 1
+        b[j] += 1
+    return b
+
+
+def pubeval_inputs(board: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Tesauro's pubeval encoding `[122]` float32 of a position after the mover's move, from the
+    mover's side: five inputs per point (an opposing blot; one, at least two, exactly three of
+    the mover's checkers; half the count beyond three), the opponent's checkers on the bar
+    (halved) and the mover's checkers off (a fifteenth each)."""
+    b = np.asarray(board, int)
+    x = np.zeros(122, np.float32)
+    for i in range(24):  # block j - 1 of pubeval's is the mover's (25 - j)-point: pgx index j - 1
+        n, base = b[i], 5 * i
+        if n == -1:
+            x[base] = 1.0
+        elif n == 1:
+            x[base + 1] = 1.0
+        elif n >= 2:
+            x[base + 2] = 1.0
+            x[base + 3] = float(n == 3)
+            x[base + 4] = (n - 3) / 2.0 if n >= 4 else 0.0
+    x[120] = -float(b[OPPONENT_BAR]) / 2.0  # (a negative count: the opponent's bar)
+    x[121] = float(b[OFF]) / 15.0
+    return x
+
+
+# -- names and drawing ----------------------------------------------------------------------
+
+
+POINT_BAR, POINT_OFF = 25, 0  # the bar and off as point numbers, as players number them
+COLOURS = ("black", "white")  # pgx backgammon's `_turn`: 0 black, 1 white (drawn so)
+# pgx's drawing of backgammon (`pgx/_src/dwg/`), in its SVG user units: a 25-unit grid drawn from
+# (12.5, 12.5), the top points' tips at 6 grid units and the bottom points' at 8 (the point
+# numbers go in the band between them)
+GRID, GRID_ORIGIN = 25.0, 12.5
+
+
+def _dice_label(outcome: int) -> str:
+    """Backgammon's chance outcome `6 * die0 + die1` (0..5 for 1..6) named as the roll."""
+    return f"rolled {outcome // 6 + 1}-{outcome % 6 + 1}"
+
+
+def backgammon_move(action: int) -> tuple[int, int, int] | None:
+    """`(from, to, die)` of pgx backgammon's `action = 6 * source + die_index`, in points
+    numbered from the mover's side (24 down to 1 into the home board; `POINT_BAR` 25,
+    `POINT_OFF` 0), or None for the no-op (sources 0), legal only when no checker can move.
+
+    pgx keeps the board from the mover's side: index 0 is the 24-point and 23 the 1-point;
+    source 1 is the bar, sources 2..25 the indices 0..23.
+    """
+    source, die = action // 6, action % 6 + 1
+    if source == 0:
+        return None
+    start = POINT_BAR if source == 1 else 24 - (source - 2)
+    return start, max(start - die, POINT_OFF), die
+
+
+def backgammon_label(action: int, board: Sequence[int] | None = None) -> str:
+    """A backgammon move as players write it, with its die: "13/8 (die 5)", "bar/22 (die 3)",
+    "6/off (die 6)", "no move (pass)"; "13/8*" when `board` (pgx's `_board`, from the mover's
+    side) shows the move hits a lone opposing checker."""
+    move = backgammon_move(action)
+    if move is None:
+        return "no move (pass)"
+    start, end, die = move
+    hit = board is not None and end != POINT_OFF and int(board[24 - end]) == -1
+    where = f"{'bar' if start == POINT_BAR else start}/{'off' if end == POINT_OFF else end}"
+    return f"{where}{'*' if hit else ''} (die {die})"
+
+
+def colour_and_points(state: Any, player: int) -> tuple[str | None, list[list[Any]]]:
+    """`player`'s colour (pgx's `_turn` is the mover's) and the point numbers written over the
+    drawing from their side (`Page.colour_and_points`: the play page and the game records)."""
+    mover_colour = int(np.asarray(state._turn))  # pgx keeps the board from the mover's side
+    colour = mover_colour if int(state.current_player) == player else 1 - mover_colour
+    return COLOURS[colour], point_numbers(black=colour == 0)
+
+
+def point_numbers(*, black: bool) -> list[list[Any]]:
+    """`[[number, x, y], ...]`: each backgammon point's number for the black or white player,
+    where pgx draws that point's checkers (black's 24-point is white's 1-point)."""
+    out: list[list[Any]] = []
+    for index in range(24):  # pgx's drawn board: black's side, black moving 0 -> 23
+        if index < 6:
+            column, row = 12.5 - index, 7.6
+        elif index < 12:
+            column, row = 11.5 - index, 7.6
+        elif index < 18:
+            column, row = index - 11.5, 6.4
+        else:
+            column, row = index - 10.5, 6.4
+        number = 24 - index if black else index + 1
+        out.append([str(number), GRID_ORIGIN + column * GRID, GRID_ORIGIN + row * GRID])
+    return out
+
+
+# -- the dice -------------------------------------------------------------------------------
+
+
+def decide(state: bg.State, action: Array) -> tuple[bg.State, Array]:
+    """The checker moved (or the turn passed on); the dice are rolled when the turn ends (no
+    die left to play, or the no-op) unless the move bore off the last checker."""
+    moved = bg._update_by_action(state, action)
+    won = bg._is_all_off(moved._board)
+    state = jax.lax.cond(won, lambda: bg._winning_step(moved), lambda: moved)
+    roll = ~won & (bg._is_turn_end(moved) | (action // 6 == 0))
+    return state, roll
+
+
+def probabilities(state: bg.State) -> Array:
+    """Two ordered dice, each pair equally likely."""
+    return jnp.full((36,), 1 / 36, jnp.float32)
+
+
+def resolve(state: bg.State, outcome: Array) -> bg.State:
+    """pgx's `_change_turn` with the dice of `outcome`: the board turned to the next player's
+    view and their legal moves for these dice."""
+    dice = jnp.stack([outcome // 6, outcome % 6]).astype(jnp.int32)
+    board = bg._flip_board(state._board)
+    return state.replace(
+        current_player=(state.current_player + 1) % 2,
+        _board=board,
+        _turn=(state._turn + 1) % 2,
+        _dice=dice,
+        _playable_dice=bg._set_playable_dice(dice),
+        _played_dice_num=jnp.int32(0),
+        legal_action_mask=bg._legal_action_mask(board, dice),
+    )
+
+
+def sample(state: bg.State, key: PRNGKey) -> Array:
+    """pgx's `_roll_dice` draw."""
+    dice = bg._roll_dice(key)
+    return (6 * dice[0] + dice[1]).astype(jnp.int32)
+
+
+# -- the play page -------------------------------------------------------------------------
+
+
+def move_text(state: Any, action: int) -> str:
+    """`action`'s name in the position `state`, a hit marked with "*"."""
+    return backgammon_label(action, np.asarray(state._board).tolist())
+
+
+def move_choices(state: Any, legal: list[int]) -> list[dict[str, Any]]:
+    """The moves the human chooses from: `[{"action", "label"}, ...]`, one per legal action,
+    sorted from the back of the board (the bar first, then the highest point,
+    the larger die first) as a player reads them; pgx marks its six no-op ids legal together,
+    when no checker can move, and they are one choice: "no move (pass)" (action 0).
+    """
+    moves = sorted((a for a in legal if backgammon_move(a) is not None), key=_back_first)
+    choices = [{"action": a, "label": move_text(state, a)} for a in moves]
+    if len(moves) < len(legal):  # the no-op
+        choices.append({"action": min(legal), "label": backgammon_label(min(legal))})
+    return choices
+
+
+def _back_first(action: int) -> tuple[int, int]:
+    """Sort key of backgammon moves: from the bar and the highest point first, larger die first."""
+    start, _, die = backgammon_move(action) or (0, 0, 0)
+    return -start, -die
+
+
+def view(state: Any, human_player: int) -> dict[str, Any]:
+    """The page's dice, the human's colour, the point numbers from their side and whose
+    borne-off checkers each box counts, and a note on the numbering (`Page.view`)."""
+    out: dict[str, Any] = {}
+    mover = int(state.current_player)
+    colour, numbers = colour_and_points(state, human_player)
+    left = sorted((int(d) + 1 for d in np.asarray(state._playable_dice) if d >= 0), reverse=True)
+    out["dice"] = {
+        "rolled": [int(d) + 1 for d in np.asarray(state._dice)],
+        "left": left,
+        "player": "human" if mover == human_player else "agent",
+    }
+    out["colour"] = colour
+    out["board_labels"] = numbers + off_labels(human_black=colour == "black")
+    out["history_note"] = (
+        "Each side's moves are numbered from its own side, as players write them: "
+        "the agent's 24-point is your 1-point."
+    )
+    return out
+
+
+def off_labels(*, human_black: bool) -> list[list[Any]]:
+    """`[[text, x, y], ...]`: whose borne-off checkers each of pgx's two "off" boxes counts
+    (black's at the top right, white's at the bottom right), written beside the box."""
+    x = GRID_ORIGIN + 15 * GRID
+    black = "your checkers off" if human_black else "the agent's off"
+    white = "the agent's off" if human_black else "your checkers off"
+    return [[black, x, GRID_ORIGIN + 2.5 * GRID], [white, x, GRID_ORIGIN + 11.5 * GRID]]
+
+
+def turn_marks(moves: list[tuple[Any, int]]) -> list[list[float]]:
+    """Arrows `[[x1, y1, x2, y2], ...]` for the agent's last turn, whose moves `moves` are
+    `(state before, action)` in order (a turn is up to four checker moves that the board cannot
+    show as a cell)."""
+    arrows = []
+    for before, action in moves:
+        marks = backgammon_marks(action, mover_black=int(np.asarray(before._turn)) == 0)
+        if marks is not None:
+            arrows.append(marks)
+    return arrows
+
+
+def backgammon_marks(action: int, *, mover_black: bool) -> list[float] | None:
+    """`[x1, y1, x2, y2]` on pgx's drawing from where to where a backgammon move took a checker
+    (the point numbers' places, the mover's bar, its "off" box), or None for a pass."""
+    move = backgammon_move(action)
+    if move is None:
+        return None
+    numbers = {int(n): (x, y) for n, x, y in point_numbers(black=mover_black)}
+    bar = (GRID_ORIGIN + 6.5 * GRID, GRID_ORIGIN + (7.5 if mover_black else 6.5) * GRID)
+    off = (GRID_ORIGIN + 15 * GRID, GRID_ORIGIN + (1 if mover_black else 13) * GRID)
+    start, end, _ = move
+    x1, y1 = bar if start == POINT_BAR else numbers[start]
+    x2, y2 = off if end == POINT_OFF else numbers[end]
+    return [x1, y1, x2, y2]
+
+
+# -- the game ----------------------------------------------------------------------------------
+
+
+def chance_rules() -> ChanceRules:
+    """The dice split out of pgx's step (`GameSpec.chance`)."""
+    from turbozero.envs.pgx import ChanceRules
+
+    return ChanceRules(36, decide, probabilities, resolve, sample)
+
+
+def engine_agent(env: Env, spec: str) -> Agent:
+    """`pubeval` or `gnubg:PLY` as an agent (`turbozero.engines.players`)."""
+    from turbozero.engines.players import backgammon_engine_agent
+
+    return backgammon_engine_agent(env, spec)
+
+
+def _quality_positions(env: Env, num_positions: int, seed: int) -> Any:
+    from turbozero.engines.quality import quality_positions
+
+    return quality_positions(env, num_positions, seed=seed)
+
+
+def _quality(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict[str, float]:
+    from turbozero.engines.quality import move_quality
+
+    q = move_quality(env, agent, positions, key)
+    return {
+        "eval/gnubg/error_rate": q.error_rate,
+        "eval/gnubg/best": q.best_share,
+        "eval/gnubg/positions": q.num_positions,
+    }
+
+
+GAME_SPEC = _register_builtin(
+    GameSpec(
+        name=GAME,
+        description="Backgammon (2 players, dice as chance events: 36 ordered rolls)",
+        board=Board(label=backgammon_label, outcome_label=_dice_label),
+        stochastic=True,
+        chance=chance_rules,
+        engines={"pubeval": engine_agent, "gnubg": engine_agent},
+        judge=Judge("gnubg", _quality_positions, _quality, max_positions=10_000),
+        page=Page(
+            move_text=move_text,
+            move_choices=move_choices,
+            view=view,
+            turn_marks=turn_marks,
+            colour_and_points=colour_and_points,
+        ),
+    )
+)
+
+
+@register_preset(
+    "backgammon",
+    "Backgammon (two players), MLP, muzero_puct with chance nodes for the dice (36 ordered "
+    "rolls), 16 simulations in self-play, 64 in evaluation; 1,000 epochs (about 40 minutes on "
+    "a 2-core CPU); evaluated against random, pubeval and its own network without search, and "
+    "by gnubg's error rate on 200 positions (the engines extra)",
+    algorithm="alphazero",
+    # about 2 minutes on 2 cores: two evaluations of 32 games against random
+    quick=(
+        "num_epochs=40",
+        "eval_every=20",
+        "eval_games=32",
+        "eval_opponents=random",
+        "eval_accuracy=false",
+        "max_wall_seconds=240",
+    ),
+)
+def preset() -> AlphaZeroConfig:
+    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
+
+    return AlphaZeroConfig(
+        env="backgammon",
+        num_games=64,
+        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
+        search=SearchConfig(selector="muzero_puct", num_simulations=16, max_nodes=33),
+        temperature_moves=20,
+        max_episode_steps=1000,
+        memory_capacity=256,
+        value_scale=3.0,  # a gammon scores 2, a backgammon 3
+        train_batch_size=512,
+        collection_steps_per_epoch=32,
+        train_steps_per_epoch=32,
+        num_epochs=1000,
+        max_wall_seconds=3300.0,  # a guard: 1,000 epochs took 40 minutes on a 2-core CPU
+        eval_every=200,
+        eval_games=32,
+        eval_simulations=64,
+        eval_opponents=("random", "pubeval", "network"),
+        eval_accuracy=True,  # gnubg's error rate
+        eval_accuracy_positions=200,
+    )

@@ -1,0 +1,10 @@
+"""Chess and Gardner's 5x5 minichess: pgx's games, nothing more known of them yet."""
+
+from __future__ import annotations
+
+from turbozero.games.core import GameSpec, _register_builtin
+
+CHESS = _register_builtin(GameSpec(name="chess", description="Chess (2 players)"))
+GARDNER = _register_builtin(
+    GameSpec(name="gardner_chess", description="Gardner minichess, 5x5 (2 players)")
+)

@@ -1,0 +1,182 @@
+"""2048: pgx's one-player game with its new tiles as chance events, the play page's tiles and
+arrow keys, and its preset.
+
+The new tile (C = 32): `outcome = 16 * is_four + cell`, the tile's cell (0..15, row-major) and
+whether it is a 4 (p = 0.1) rather than a 2 (p = 0.9), uniform over the empty cells. pgx's
+`_step` is cut where it draws: `decide` is the slide and merge, `resolve` places the drawn tile,
+`sample` is the draw itself, made with the same `jax.random` calls on the same key as pgx's (so
+a split step equals pgx's step exactly; the tests compare them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pgx.play2048 as p2048
+
+from turbozero.config import register_preset
+from turbozero.games.core import LETTERS, Board, GameSpec, Page, _register_builtin
+from turbozero.types import Array, PRNGKey
+
+if TYPE_CHECKING:
+    from turbozero.alphazero.config import AlphaZeroConfig
+    from turbozero.envs.pgx import ChanceRules
+
+#: pgx 2048's actions 0..3 (the board turned so that the move slides left, then turned back)
+DIRECTIONS = ("left", "up", "right", "down")
+#: the arrow keys (browser `KeyboardEvent.key`) and the actions they play
+KEYS = {"ArrowLeft": 0, "ArrowUp": 1, "ArrowRight": 2, "ArrowDown": 3}
+# pgx's drawing (`pgx/_src/dwg/`), in its SVG user units: 50-unit cells from (25, 25)
+_TILE, _TILE_ORIGIN = 50.0, 25.0
+
+
+def _direction_label(action: int) -> str:
+    return DIRECTIONS[action] if 0 <= action < len(DIRECTIONS) else f"action {action}"
+
+
+def _tile_label(outcome: int) -> str:
+    """The chance outcome `16 * is_four + cell` named as the tile and its cell ("a 2 at c1")."""
+    cell = outcome % 16
+    return f"a {4 if outcome // 16 else 2} at {LETTERS[cell % 4]}{cell // 4 + 1}"
+
+
+# -- the new tile ------------------------------------------------------------------------------
+
+
+def _rotate(board: Array, action: Array, sign: int) -> Array:
+    """pgx 2048's turn of the 4x4 board so that `action` slides left (`sign=-1` turns back)."""
+    return jax.lax.switch(action, [lambda k=k: jnp.rot90(board, sign * k) for k in range(4)])
+
+
+def decide(state: p2048.State, action: Array) -> tuple[p2048.State, Array]:
+    """Slide and merge: the board before the new tile, and the merge's reward."""
+    board = _rotate(state._board.reshape((4, 4)), action, 1)
+    board, reward = jax.vmap(p2048._slide_and_merge)(board)
+    board = _rotate(board, action, -1)
+    state = state.replace(_board=board.ravel(), rewards=jnp.float32([reward.sum()]))
+    return state, jnp.bool_(True)  # a tile is added after every move
+
+
+def probabilities(state: p2048.State) -> Array:
+    """A 2 (0.9) or a 4 (0.1) on an empty cell, each equally likely. pgx draws its cell from
+    the empty ones; with none (an illegal move on a full board) its draw picks cell 0."""
+    empty = state._board == 0
+    cells = jnp.where(empty.any(), empty, jnp.arange(16) == 0).astype(jnp.float32)
+    cells = cells / cells.sum()
+    return jnp.concatenate([0.9 * cells, 0.1 * cells])
+
+
+def resolve(state: p2048.State, outcome: Array) -> p2048.State:
+    """The new tile placed; legal moves and the end of the game follow from the board."""
+    board = state._board.at[outcome % 16].set(outcome // 16 + 1)  # 1: a 2, 2: a 4
+    mask = p2048._legal_action_mask(board.reshape((4, 4)))
+    return state.replace(_board=board, legal_action_mask=mask, terminated=~mask.any())
+
+
+def sample(state: p2048.State, key: PRNGKey) -> Array:
+    """pgx's `_add_random_num` draws: the cell from `key`'s first half, the tile from its
+    second."""
+    key_cell, key_tile = jax.random.split(key)
+    cell = jax.random.choice(key_cell, jnp.arange(16), p=(state._board == 0))
+    tile = jax.random.choice(key_tile, jnp.int32([1, 2]), p=jnp.array([0.9, 0.1]))
+    return (16 * (tile - 1) + cell).astype(jnp.int32)
+
+
+def stats(state: p2048.State) -> dict[str, Array]:
+    """A game's figures (`Env.episode_stats`): its largest tile, and whether it reached the
+    1024 and 2048 tiles (1.0 or 0.0). pgx's board holds each tile's log2 (0 for empty)."""
+    top = jnp.max(state._board)
+    return {
+        "max_tile": jnp.where(top > 0, 2.0**top, 0.0).astype(jnp.float32),
+        "reached_1024": (top >= 10).astype(jnp.float32),
+        "reached_2048": (top >= 11).astype(jnp.float32),
+    }
+
+
+# -- the play page -----------------------------------------------------------------------------
+
+
+def chance_cell(outcome: int) -> list[float]:
+    """`[x, y, r]` on pgx's drawing of the cell the new tile filled."""
+    cell = outcome % 16
+    x = _TILE_ORIGIN + (cell % 4 + 0.5) * _TILE
+    y = _TILE_ORIGIN + (cell // 4 + 0.5) * _TILE
+    return [x, y, _TILE / 2]
+
+
+def view(state: Any, human_player: int) -> dict[str, Any]:
+    """The tiles as numbers and the arrow keys (`Page.view`)."""
+    del human_player
+    exponents = np.asarray(state._board).reshape(4, 4)
+    return {
+        "tiles": [[int(2**e) if e else 0 for e in row] for row in exponents],
+        "keys": dict(KEYS),
+        "key_moves": [
+            {"key": key, "action": action, "label": _direction_label(action)}
+            for key, action in KEYS.items()
+        ],
+    }
+
+
+# -- the game ----------------------------------------------------------------------------------
+
+
+def chance_rules() -> ChanceRules:
+    """The new tile split out of pgx's step (`GameSpec.chance`)."""
+    from turbozero.envs.pgx import ChanceRules
+
+    return ChanceRules(32, decide, probabilities, resolve, sample)
+
+
+GAME = _register_builtin(
+    GameSpec(
+        name="2048",
+        description="2048 (1 player, 4 actions, new tiles as chance events: 16 cells x {2, 4})",
+        board=Board(label=_direction_label, outcome_label=_tile_label),
+        stochastic=True,
+        chance=chance_rules,
+        episode_stats=lambda: stats,
+        page=Page(chance_cell=chance_cell, view=view),
+    )
+)
+
+
+@register_preset(
+    "2048",
+    "2048 (one player), MLP, muzero_puct with min-max normalised Q, chance nodes for the new "
+    "tiles (search.chance=sampled: one tile drawn per edge instead), the search's best move in "
+    "self-play, value target half the search's root value; reports the largest tile",
+    algorithm="alphazero",
+    # about 2 minutes on 2 cores: two evaluations of 32 games (games cut at 640 moves)
+    quick=(
+        "num_epochs=80",
+        "eval_every=40",
+        "eval_games=32",
+        "max_episode_steps=640",
+        "max_wall_seconds=240",
+    ),
+)
+def preset() -> AlphaZeroConfig:
+    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
+
+    return AlphaZeroConfig(
+        env="2048",
+        num_games=64,
+        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
+        search=SearchConfig(
+            selector="muzero_puct", num_simulations=32, max_nodes=65, discount=0.99
+        ),
+        temperature_moves=0,  # the best move (root noise still explores): longer games
+        root_value_weight=0.5,  # value target: half the discounted return, half the root value
+        max_episode_steps=2000,
+        memory_capacity=512,
+        truncation="bootstrap",
+        value_scale=100.0,
+        num_epochs=10_000,
+        max_wall_seconds=1200.0,
+        eval_every=100,  # 64 long games: every 25 epochs took 58% of an hour
+        eval_opponents=(),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -304,16 +305,17 @@ def test_config_marks_what_the_preset_and_set_change_and_what_stops_the_run(caps
 
     assert main(["config", "connect_four", "--set", "eval_games=8"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "# the run stops at the first of: num_epochs=1000, max_wall_seconds=1800.0"
-    assert "* eval_games = 8" in lines and '* search.fpu = "network"' in lines
-    assert "  seed = 0" in lines and "[search]" in lines  # a default, unmarked; a section
+    stops = "# the run stops at the first of: run.num_epochs=1000, run.max_wall_seconds=1800.0"
+    assert lines[1] == stops
+    assert "* eval.games = 8" in lines and '* search.fpu = "network"' in lines
+    assert "  run.seed = 0" in lines and "[search]" in lines  # a default, unmarked; a section
     changed = [line for line in lines if line.startswith("* ")]
     header = f"# connect_four: {len(changed)} settings differ from the defaults (marked *)"
     assert lines[0] == header
     assert main(["config", "tic_tac_toe", "--explain"]) == 0
     out = capsys.readouterr().out
-    assert "  max_wall_seconds = 0.0  # 0: no limit" in out
-    assert "# the run stops at the first of: num_epochs=80\n" in out  # no time budget
+    assert "  run.max_wall_seconds = 0.0  # 0: no limit" in out
+    assert "# the run stops at the first of: run.num_epochs=80\n" in out  # no time budget
     assert main(["config", "tic_tac_toe", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == get_preset("tic_tac_toe").make().to_dict()
 
@@ -352,3 +354,62 @@ def test_quick_is_listed_and_refused_where_it_means_nothing(capsys):
     assert "preset 'tic_tac_toe' has no quick setting" in capsys.readouterr().err
     assert main(["train", "--quick", "--resume", "--out", "runs/x"]) == 2
     assert "--quick starts a new run" in capsys.readouterr().err
+
+
+def test_every_flat_alphazero_setting_sits_in_exactly_one_section():
+    from turbozero.alphazero.config import AlphaZeroConfig
+
+    fields = [
+        f.name
+        for f in dataclasses.fields(AlphaZeroConfig)
+        if f.name not in ("network", "search")  # (sections of their own)
+    ]
+    members = [m for ms in AlphaZeroConfig.GROUPS.values() for m in ms]
+    assert sorted(members) == sorted(fields)  # each once, none left out, none unknown
+    assert not set(AlphaZeroConfig.GROUPS) & {f.name for f in dataclasses.fields(AlphaZeroConfig)}
+
+
+def test_a_setting_is_set_by_its_section_and_stored_flat():
+    config = get_preset("connect_four").make()
+    changed = config.with_overrides(
+        ["selfplay.num_games=8", "eval.games=4", "train.batch_size=16", "run.seed=3"]
+    )
+    assert (changed.num_games, changed.eval_games, changed.train_batch_size, changed.seed) == (
+        8,
+        4,
+        16,
+        3,
+    )
+    assert changed == config.with_overrides(
+        ["num_games=8", "eval_games=4", "train_batch_size=16", "seed=3"]
+    )
+    assert "eval_games" in changed.to_dict() and "eval" not in changed.to_dict()
+    with pytest.raises(ConfigError, match=r"section 'eval' holds .*Did you mean 'games'"):
+        config.with_overrides(["eval.gamez=4"])
+    with pytest.raises(ConfigError, match="section 'selfplay' holds"):
+        config.with_overrides(["selfplay.learning_rate=0.1"])  # (a train setting)
+
+
+def test_config_lists_the_settings_in_sections_as_set_takes_them(capsys):
+    from turbozero.cli import main
+
+    assert main(["config", "connect_four"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for header in ("[run]", "[selfplay]", "[train]", "[eval]", "[network]", "[search]"):
+        assert header in out
+    assert "* eval.simulations = 512" in out and "* selfplay.num_games = 128" in out
+    shown = [line[2:].split(" = ")[0] for line in out if " = " in line]
+    config = get_preset("connect_four").make()
+    for key in shown:  # every key shown is one --set takes
+        value = next(line for line in out if line[2:].startswith(key + " = ")).split(" = ", 1)[1]
+        assert config.with_overrides([f"{key}={_as_set(value)}"]) == config
+
+
+def _as_set(shown: str) -> str:
+    """A value as `turbozero config` shows it (JSON), as `--set` takes it."""
+    value = json.loads(shown)
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) if value else "[]"
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)

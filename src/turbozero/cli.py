@@ -492,6 +492,86 @@ def _presets_by_env() -> dict[str, list[str]]:
     return out
 
 
+#: published techniques behind settings no preset turns on, kept because users look for them:
+#: (technique, settings, reference)
+TECHNIQUES = (
+    (
+        "Gumbel AlphaZero (sequential halving, planning with few simulations)",
+        "`search.selector=gumbel`, `search.max_num_considered_actions`, `search.gumbel_scale`",
+        'Danihelka et al., "Policy improvement by planning with Gumbel", ICLR 2022',
+    ),
+    (
+        "MuZero's pUCT with min-max normalised values",
+        "`search.selector=muzero_puct`, `search.pb_c_init`, `search.pb_c_base`, `search.discount`",
+        'Schrittwieser et al., "Mastering Atari, Go, chess and shogi by planning with a learned '
+        'model", Nature 2020',
+    ),
+    (
+        "Chance nodes (expectimax over outcomes), progressively widened",
+        "`search.chance`, `search.chance_widening`",
+        'Antonoglou et al., "Planning in stochastic environments with a learned model" '
+        '(Stochastic MuZero), ICLR 2022; Couetoux et al., "Continuous upper confidence trees", '
+        "2011",
+    ),
+    (
+        "Forced playouts and policy target pruning",
+        "`search.forced_playouts`",
+        'Wu, "Accelerating self-play learning in Go" (KataGo), 2019',
+    ),
+    (
+        "Playout cap randomisation",
+        "`search.fast_simulations`, `search.full_fraction`",
+        "Wu 2019 (KataGo)",
+    ),
+    (
+        "First-play urgency and its reduction",
+        "`search.fpu`, `search.fpu_reduction`",
+        "Leela Zero; Wu 2019 (KataGo)",
+    ),
+    ("Global pooling in residual blocks", "`network.global_pool`", "Wu 2019 (KataGo)"),
+    ("Win/draw/loss value head", "`network.value_bins=3`", "Leela Chess Zero's WDL head"),
+    (
+        "Value targets mixing the outcome with the search's root value",
+        "`train.root_value_weight`",
+        'Abrams, "Lessons from AlphaZero: improving the training target", 2018',
+    ),
+    (
+        "Reanalyse",
+        "`selfplay.reanalyse_positions`",
+        'Schrittwieser et al., "Online and offline reinforcement learning by planning with a '
+        'learned model" (MuZero Unplugged), NeurIPS 2021',
+    ),
+    (
+        "The weights' moving average at play",
+        "`train.ema_decay`, `train.ema_selfplay`",
+        "Polyak and Juditsky 1992; KataGo's stochastic weight averaging (Wu 2019)",
+    ),
+    (
+        "Learning-rate warmup and cosine decay",
+        "`train.lr_warmup_steps`, `train.lr_decay_steps`, `train.lr_final`",
+        'Loshchilov and Hutter, "SGDR", ICLR 2017',
+    ),
+    (
+        "Gating on the best network",
+        "`eval.gating_threshold`",
+        'Silver et al., "Mastering the game of Go without human knowledge" (AlphaGo Zero), '
+        "Nature 2017",
+    ),
+    ("Board symmetries as extra positions", "`train.augment`", "Silver et al. 2017"),
+)
+
+
+def techniques_markdown() -> str:
+    """docs/configuration.md's table of the published techniques and their settings."""
+    rows = "\n".join(f"| {t} | {s} | {r} |" for t, s, r in TECHNIQUES)
+    return (
+        "## Published techniques and their settings\n\n"
+        "A setting stays when a preset uses it or when it is a published technique users look "
+        "for; the levers tried and not kept are in `docs/benchmarks.md`'s lever table.\n\n"
+        "| technique | settings | reference |\n|---|---|---|\n" + rows + "\n"
+    )
+
+
 def config_reference() -> str:
     """docs/configuration.md, generated from the typed configs and the presets."""
     _load_presets()
@@ -510,8 +590,13 @@ def config_reference() -> str:
         "dots, e.g. `--set search.num_simulations=64`; tuples as a comma list or JSON, e.g. "
         "`--set network.hidden=64,64` or `--set 'network.hidden=[64, 64]'`); unknown keys and "
         "out-of-range values are refused with the valid choices.\n\n"
+        "AlphaZero's flat settings are listed in sections (`run`, `selfplay`, `train`, `eval`) "
+        "as `turbozero config PRESET` prints them; `--set` takes either name "
+        "(`--set eval.games=64` or `--set eval_games=64`), and config.json stores the flat one, "
+        "so runs written before the sections load unchanged.\n\n"
         "## Presets\n\n| preset | algorithm | description |\n|---|---|---|\n"
         f"{presets}\n\n"
+        f"{techniques_markdown()}\n"
         + reference_markdown(AlphaZeroConfig, title="AlphaZero (`AlphaZeroConfig`)")
         + "\n"
         + reference_markdown(PPOConfig, title="PPO (`PPOConfig`)")

@@ -97,6 +97,34 @@ class Config:
     #: them off: read at that value they are dropped (the run loads as before); at another the
     #: run is refused in one line
     REMOVED: ClassVar[dict[str, Any]] = {}
+    #: the flat settings in named sections (`group: fields`), as `turbozero config` lists them;
+    #: `--set group.key=v` names a field by its section, without the section's own prefix
+    #: (`selfplay.num_games`, `eval.games` for `eval_games`). config.json keeps them flat, so
+    #: runs written before the sections load as they were
+    GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    @classmethod
+    def grouped_key(cls, name: str) -> str:
+        """The dotted name of a flat field in its section (`eval_games` -> `eval.games`), or the
+        name itself where the class has no section for it."""
+        for group, members in cls.GROUPS.items():
+            if name in members:
+                return f"{group}.{name.removeprefix(group + '_')}"
+        return name
+
+    @classmethod
+    def _ungroup(cls, parts: list[str], path: str) -> list[str]:
+        """`parts` of a `--set` key with a section's name replaced by the flat field it names."""
+        if not parts or parts[0] not in cls.GROUPS:
+            return parts
+        members = cls.GROUPS[parts[0]]
+        aliases = {m.removeprefix(parts[0] + "_"): m for m in members}
+        if len(parts) != 2 or parts[1] not in aliases:
+            raise ConfigError(
+                f"unknown config key {path!r}: section {parts[0]!r} holds {sorted(aliases)}."
+                + (suggest(parts[1], aliases) if len(parts) > 1 else "")
+            )
+        return [aliases[parts[1]]]
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -157,7 +185,7 @@ class Config:
             if "=" not in item:
                 raise ConfigError(f"override {item!r} must look like key=value (e.g. seed=3)")
             path, raw = item.split("=", 1)
-            parts = path.strip().split(".")
+            parts = type(self)._ungroup(path.strip().split("."), path.strip())
             node: Any = data
             cls: Any = type(self)
             for depth, part in enumerate(parts):
@@ -374,7 +402,7 @@ def config_listing(config: Config, name: str, *, explain: bool = False) -> str:
     """
     changed = set(config.diff(type(config)()))
     stops = [
-        f"{k}={getattr(config, k)!r}"
+        f"{type(config).grouped_key(k)}={getattr(config, k)!r}"
         for k in STOPPING
         if hasattr(config, k) and (k != "max_wall_seconds" or getattr(config, k))
     ]
@@ -383,19 +411,27 @@ def config_listing(config: Config, name: str, *, explain: bool = False) -> str:
         f"# the run stops at the first of: {', '.join(stops)}",
     ]
 
+    def line(cfg: Config, name: str, key: str, shown_key: str, notes: dict[str, str]) -> None:
+        value = getattr(cfg, name)
+        shown = json.dumps(list(value) if isinstance(value, tuple) else value)
+        mark = "*" if key in changed else " "
+        note = f"  # {notes[name]}" if notes.get(name) else ""
+        lines.append(f"{mark} {shown_key} = {shown}{note}")
+
     def section(cfg: Config, prefix: str) -> None:
         notes = setting_notes(type(cfg)) if explain else {}
-        nested = []
+        nested, grouped = [], {m for ms in type(cfg).GROUPS.values() for m in ms}
         for f in dataclasses.fields(cfg):
             value = getattr(cfg, f.name)
             if isinstance(value, Config):
                 nested.append((value, f"{prefix}{f.name}."))
-                continue
-            key = f"{prefix}{f.name}"
-            shown = json.dumps(list(value) if isinstance(value, tuple) else value)
-            mark = "*" if key in changed else " "
-            note = f"  # {notes[f.name]}" if notes.get(f.name) else ""
-            lines.append(f"{mark} {key} = {shown}{note}")
+            elif f.name not in grouped:
+                line(cfg, f.name, f"{prefix}{f.name}", f"{prefix}{f.name}", notes)
+        for group, members in type(cfg).GROUPS.items():
+            lines.append(f"[{prefix}{group}]")
+            for name in members:
+                shown_key = prefix + type(cfg).grouped_key(name)
+                line(cfg, name, f"{prefix}{name}", shown_key, notes)
         for sub, sub_prefix in nested:
             lines.append(f"[{sub_prefix[:-1]}]")
             section(sub, sub_prefix)
@@ -405,19 +441,17 @@ def config_listing(config: Config, name: str, *, explain: bool = False) -> str:
 
 
 def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> str:
-    """A Markdown table of every key of a config class: name, type, default, comment."""
+    """Markdown tables of every key of a config class: name, type, default, comment; one table
+    per section (`Config.GROUPS`, each key named as `--set` takes it and as config.json stores
+    it) and per nested config."""
     source_lines = setting_notes(cls)
     hints = typing.get_type_hints(cls)
-    rows = [f"## {title}", "", "| key | type | default | notes |", "|---|---|---|---|"]
-    nested: list[str] = []
-    for f in dataclasses.fields(cls):
-        hint = hints[f.name]
-        sub = _config_class(hint)
-        if sub is not None:
-            nested.append(
-                reference_markdown(sub, title=f"{prefix}{f.name}.*", prefix=f"{prefix}{f.name}.")
-            )
-            continue
+    header = ["| key | type | default | notes |", "|---|---|---|---|"]
+    grouped = {m for ms in cls.GROUPS.values() for m in ms}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+
+    def row(name: str) -> str:
+        f, hint = fields[name], hints[name]
         if f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:
@@ -425,10 +459,24 @@ def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> st
         else:
             default = "(required)"
         type_name = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
-        note = source_lines.get(f.name, "")
-        cells = [f"`{prefix}{f.name}`", f"`{type_name}`", f"`{default!r}`", note]
-        rows.append("| " + " | ".join(markdown_cell(c) for c in cells) + " |")
-    return "\n".join(rows) + "\n" + "".join("\n" + n for n in nested)
+        key = f"`{prefix}{cls.grouped_key(name)}`"
+        if name in grouped and cls.grouped_key(name) != name:
+            key += f" (`{name}` in config.json)"
+        cells = [key, f"`{type_name}`", f"`{default!r}`", source_lines.get(name, "")]
+        return "| " + " | ".join(markdown_cell(c) for c in cells) + " |"
+
+    rows = [f"## {title}", ""]
+    flat = [n for n in fields if n not in grouped and _config_class(hints[n]) is None]
+    if flat:
+        rows += [*header, *(row(n) for n in flat), ""]
+    for group, members in cls.GROUPS.items():
+        rows += [f"### {prefix}{group}.*", "", *header, *(row(n) for n in members), ""]
+    nested = [
+        reference_markdown(sub, title=f"{prefix}{n}.*", prefix=f"{prefix}{n}.")
+        for n in fields
+        if (sub := _config_class(hints[n])) is not None
+    ]
+    return "\n".join(rows[:-1]) + "\n" + "".join("\n" + n for n in nested)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -145,6 +145,64 @@ class AlphaZeroConfig(Config):
     #: removed settings, at the value that left them off (`Config.REMOVED`): `root_value=best`
     #: (the Q of the most visited move as the value target's search share) was not kept
     REMOVED: ClassVar[dict[str, Any]] = {"root_value": "mean"}
+    GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "run": (
+            "env",
+            "reward_fn",
+            "seed",
+            "num_epochs",
+            "max_wall_seconds",
+            "devices",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "save_memory",
+            "tensorboard",
+            "wandb_project",
+        ),
+        "selfplay": (
+            "num_games",
+            "temperature",
+            "temperature_moves",
+            "opening_moves",
+            "max_episode_steps",
+            "truncation",
+            "warmup_steps",
+            "collection_steps_per_epoch",
+            "overlap",
+            "reanalyse_positions",
+        ),
+        "train": (
+            "memory_capacity",
+            "augment",
+            "train_batch_size",
+            "train_steps_per_epoch",
+            "learning_rate",
+            "lr_warmup_steps",
+            "lr_decay_steps",
+            "lr_final",
+            "l2",
+            "max_grad_norm",
+            "ema_decay",
+            "ema_selfplay",
+            "value_weight",
+            "value_scale",
+            "root_value_weight",
+        ),
+        "eval": (
+            "eval_every",
+            "eval_games",
+            "eval_simulations",
+            "eval_opponents",
+            "eval_accuracy",
+            "eval_accuracy_positions",
+            "eval_record_games",
+            "eval_opening_moves",
+            "eval_network_opening_moves",
+            "elo_pool_size",
+            "elo_games_per_opponent",
+            "gating_threshold",
+        ),
+    }
 
     env: str = "tic_tac_toe"
     reward_fn: str | None = None  # jumanji games: "uncovered_share" or "pkg.module:function"

@@ -7,7 +7,7 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
-from turbozero.nets.lines import line_features
+from turbozero.games.lines import line_features
 from turbozero.struct import ADDED_LATER
 from turbozero.types import Array
 from turbozero.validate import check_count
@@ -32,7 +32,7 @@ class AZResnetConfig:
         value_channels: channels of the value head's 1x1 convolution, >= 1: the value head
             reads the torso through `H * W * value_channels` numbers.
         line_length: 0, or the `k` of a game won by k marks in a row: the network also reads
-            `turbozero.nets.lines.line_features` of its board (7 more input planes).
+            `turbozero.games.lines.line_features` of its board (7 more input planes).
         global_pool: every residual block adds to each cell a bias per channel computed from
             the whole board (the mean and the maximum over the board of the block's first
             convolution, through a dense layer; KataGo's global pooling), so that a cell's

@@ -53,6 +53,105 @@ class LoadedAgent:
         return self.agent.params
 
 
+def _check_load_args(which: str, weights: str, num_simulations: int | None) -> None:
+    """`load_agent`'s arguments in range, or a `ValueError` naming the one that is not."""
+    if which not in ("best", "latest"):
+        raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    if weights not in ("playing", "trained"):
+        raise ValueError(f"weights must be 'playing' or 'trained', got {weights!r}")
+    if num_simulations is not None and (
+        isinstance(num_simulations, bool)
+        or not isinstance(num_simulations, numbers.Integral)
+        or num_simulations < 1
+    ):
+        raise ValueError(
+            "num_simulations must be an int >= 1 (None: the run's setting), "
+            f"got {num_simulations!r}"
+        )
+
+
+def _rebuild_parts(
+    rd: Any,
+    saved: dict[str, Any],
+    cfg: AlphaZeroConfig,
+    env: Env | None,
+    module: Any,
+    *,
+    trust: bool,
+) -> tuple[Env, Any]:
+    """The game and network a run trained with: those given, those its recipes rebuild (with
+    `trust`), or the registered game `cfg.env` names; a `NotRebuildableError` otherwise."""
+    recipes = saved.get("rebuild", {})
+    wanted = [n for n, given in (("env", env), ("module", module)) if given is None]
+    reward = cfg.reward_fn if env is None and not recipes.get("env") else None
+    check_trusted(
+        str(rd.path), {n: recipes[n] for n in wanted if n in recipes}, reward, trust=trust
+    )
+    rebuilt = rebuild_parts(recipes, wanted, str(rd.path))
+    env = rebuilt.get("env", env)
+    module = rebuilt.get("module", module)
+    if module is None and "module" in saved.get("parts", {}):
+        raise NotRebuildableError(
+            f"{rd.path} was trained with its module given from Python, which it cannot rebuild: "
+            + HOW.format(name="module")
+        )
+    if env is None:
+        try:
+            env = envs.make(cfg.env, reward_fn=cfg.reward_fn)
+        except ValueError as err:
+            raise NotRebuildableError(
+                f"{rd.path} was trained on {cfg.env!r}, a game this run directory cannot rebuild "
+                f"({err}); "
+                + HOW.format(name="env")
+                + " (for the tutorial's Trainer: Trainer(..., rebuild=...), or trainer.env and "
+                "trainer.nn)"
+            ) from None
+    return env, module
+
+
+def _restore_params(
+    p: Path, rd: Any, cfg: AlphaZeroConfig, like: Any, *, which: str, weights: str
+) -> tuple[Any, dict[str, Any]]:
+    """`(params, checkpoint meta)` of the network `p` names: a step directory, or the run's
+    best (from a training checkpoint when `best/` holds none) or latest checkpoint."""
+    step: int | None = None
+    # the best network from a training checkpoint (which also holds it) when `best/` has none
+    best_of_checkpoint = False
+    if p != rd.path and is_digits(p.name):
+        directory, step = p.parent, int(p.name)
+    else:
+        directory = rd.path / "best" if which == "best" else rd.checkpoints
+        # (a save cut short leaves `N.orbax-checkpoint-tmp...`, which holds no network)
+        if which == "best" and not any(is_digits(p.name) for p in directory.glob("*")):
+            directory, best_of_checkpoint = rd.checkpoints, True
+    ck = Checkpointer(directory)
+    try:
+        meta = ck.restore_meta(step)
+        if weights == "trained" and (meta.get("kind") == "params" or best_of_checkpoint):
+            raise ValueError(
+                f"weights='trained' reads a training checkpoint, and {p} gives the best network "
+                "alone; pass which='latest' or a step directory inside checkpoints/"
+            )
+        if meta.get("kind") == "params":
+            restored, meta = ck.restore({"params": like}, step)
+            params = restored["params"]
+        else:
+            # Only the networks are read: the optimizer state and the memory depend on parts
+            # (an optimizer, augmentations given from Python) that the config does not record.
+            # (with `ema_decay` the network that plays is the weights' moving average)
+            playing = "ema" if cfg.ema_decay and weights == "playing" else "params"
+            restored, meta = ck.restore(
+                {"train": {playing: like}, "best": like}, step, partial=True
+            )
+            params = restored["train"][playing]
+            if best_of_checkpoint and meta.get("has_best"):
+                params = restored["best"]
+                meta = {**meta, "epoch": int(str(meta["best_name"]).removeprefix("epoch_"))}
+    finally:
+        ck.close()
+    return params, meta
+
+
 def load_agent(
     path: str | Path,
     num_simulations: int | None = None,
@@ -91,88 +190,18 @@ def load_agent(
             when `env` is not passed.
         UntrustedRunError: a run naming code to import, without `trust`.
     """
-    if which not in ("best", "latest"):
-        raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
-    if weights not in ("playing", "trained"):
-        raise ValueError(f"weights must be 'playing' or 'trained', got {weights!r}")
-    if num_simulations is not None and (
-        isinstance(num_simulations, bool)
-        or not isinstance(num_simulations, numbers.Integral)
-        or num_simulations < 1
-    ):
-        raise ValueError(
-            "num_simulations must be an int >= 1 (None: the run's setting), "
-            f"got {num_simulations!r}"
-        )
+    _check_load_args(which, weights, num_simulations)
     p = Path(path)
     rd = find_run_dir(p)
     saved = rd.read_config()
     if saved["algorithm"] != "alphazero":
         raise ValueError(f"{rd.path} is a {saved['algorithm']!r} run; use turbozero.load_agent")
     cfg = AlphaZeroConfig.from_dict(saved["config"])
-    recipes = saved.get("rebuild", {})
-    wanted = [n for n, given in (("env", env), ("module", module)) if given is None]
-    reward = cfg.reward_fn if env is None and not recipes.get("env") else None
-    check_trusted(
-        str(rd.path), {n: recipes[n] for n in wanted if n in recipes}, reward, trust=trust
-    )
-    rebuilt = rebuild_parts(recipes, wanted, str(rd.path))
-    env = rebuilt.get("env", env)
-    module = rebuilt.get("module", module)
-    if module is None and "module" in saved.get("parts", {}):
-        raise NotRebuildableError(
-            f"{rd.path} was trained with its module given from Python, which it cannot rebuild: "
-            + HOW.format(name="module")
-        )
-    if env is None:
-        try:
-            env = envs.make(cfg.env, reward_fn=cfg.reward_fn)
-        except ValueError as err:
-            raise NotRebuildableError(
-                f"{rd.path} was trained on {cfg.env!r}, a game this run directory cannot rebuild "
-                f"({err}); "
-                + HOW.format(name="env")
-                + " (for the tutorial's Trainer: Trainer(..., rebuild=...), or trainer.env and "
-                "trainer.nn)"
-            ) from None
+    env, module = _rebuild_parts(rd, saved, cfg, env, module, trust=trust)
     az = make_alphazero(cfg, env=env, module=module)
     example = az.env.observe(az.env.init(jax.random.PRNGKey(0))[0])
     like = init_params(az.module, example, jax.random.PRNGKey(0))
-    step: int | None = None
-    # the best network from a training checkpoint (which also holds it) when `best/` has none
-    best_of_checkpoint = False
-    if p != rd.path and is_digits(p.name):
-        directory, step = p.parent, int(p.name)
-    else:
-        directory = rd.path / "best" if which == "best" else rd.checkpoints
-        # (a save cut short leaves `N.orbax-checkpoint-tmp...`, which holds no network)
-        if which == "best" and not any(is_digits(p.name) for p in directory.glob("*")):
-            directory, best_of_checkpoint = rd.checkpoints, True
-    ck = Checkpointer(directory)
-    try:
-        meta = ck.restore_meta(step)
-        if weights == "trained" and (meta.get("kind") == "params" or best_of_checkpoint):
-            raise ValueError(
-                f"weights='trained' reads a training checkpoint, and {p} gives the best network "
-                "alone; pass which='latest' or a step directory inside checkpoints/"
-            )
-        if meta.get("kind") == "params":
-            restored, meta = ck.restore({"params": like}, step)
-            params = restored["params"]
-        else:
-            # Only the networks are read: the optimizer state and the memory depend on parts
-            # (an optimizer, augmentations given from Python) that the config does not record.
-            # (with `ema_decay` the network that plays is the weights' moving average)
-            playing = "ema" if cfg.ema_decay and weights == "playing" else "params"
-            restored, meta = ck.restore(
-                {"train": {playing: like}, "best": like}, step, partial=True
-            )
-            params = restored["train"][playing]
-            if best_of_checkpoint and meta.get("has_best"):
-                params = restored["best"]
-                meta = {**meta, "epoch": int(str(meta["best_name"]).removeprefix("epoch_"))}
-    finally:
-        ck.close()
+    params, meta = _restore_params(p, rd, cfg, like, which=which, weights=weights)
     sims = int(num_simulations or cfg.eval_simulations or cfg.search.num_simulations)
     agent = alphazero_agent(
         az.selfplay.search.env,  # the game as the run searched it (search.chance)

@@ -180,6 +180,27 @@ def _select(done: Array, old: Any, new: Any) -> Any:
     return jax.tree_util.tree_map(pick, old, new)
 
 
+def _checked_moves(
+    proposed: Array, mask: Array, done: Array, opening: Array, key: PRNGKey, *, paired: bool
+) -> tuple[Array, Array]:
+    """`(actions [B] int32, illegal [B] bool)`: the agents' proposed moves where legal; a
+    uniformly random legal move in the opening (the same for paired games with `paired`) and
+    in place of an illegal one, which is counted unless the game is over or in its opening."""
+    A = mask.shape[-1]
+    proposed = proposed.astype(jnp.int32)
+    in_range = (proposed >= 0) & (proposed < A)
+    picked = jnp.take_along_axis(mask, jnp.clip(proposed, 0, A - 1)[:, None], -1)
+    legal = in_range & picked[:, 0]
+    illegal = ~legal & ~done & ~opening
+    key_open, key_random = jax.random.split(key)
+    random_move = jnp.where(
+        opening,
+        _random_legal(key_open, mask, paired=paired),
+        _random_legal(key_random, mask),
+    )
+    return jnp.where(opening | ~legal, random_move, proposed), illegal
+
+
 @functools.lru_cache(maxsize=64)
 def _match_program(
     env: Env,
@@ -191,7 +212,7 @@ def _match_program(
     """The compiled match for one configuration (cached; params, key and openings are data)."""
     two_players = env.num_players == 2
     continuous = env.continuous
-    B, A, P = num_games, env.num_actions, env.num_players
+    B, P = num_games, env.num_players
     T = max_steps
 
     def run(params_a, params_b, key, opening_moves):
@@ -243,19 +264,10 @@ def _match_program(
                 action = proposed.astype(jnp.float32).reshape(B, *env.action_shape)
                 illegal = jnp.zeros(B, bool)
             else:
-                proposed = proposed.astype(jnp.int32)
-                in_range = (proposed >= 0) & (proposed < A)
-                picked = jnp.take_along_axis(c["mask"], jnp.clip(proposed, 0, A - 1)[:, None], -1)
-                legal = in_range & picked[:, 0]
                 opening = t < opening_moves
-                illegal = ~legal & ~c["done"] & ~opening
-                key_open, key_random = jax.random.split(key_random)
-                random_move = jnp.where(
-                    opening,
-                    _random_legal(key_open, c["mask"], paired=two_players),
-                    _random_legal(key_random, c["mask"]),
+                action, illegal = _checked_moves(
+                    proposed, c["mask"], c["done"], opening, key_random, paired=two_players
                 )
-                action = jnp.where(opening | ~legal, random_move, proposed)
             state, md = jax.vmap(env.step)(c["state"], action, keys_at(t + 1))
             done = c["done"]
             new = dict(

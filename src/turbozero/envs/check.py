@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.envs.core import Env
-from turbozero.types import PyTree
+from turbozero.types import PRNGKey, PyTree
 from turbozero.validate import check_count
 
 # Stable names of the rules `check` verifies.
@@ -207,21 +207,9 @@ def _check_chance_step(
     return found
 
 
-def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) -> None:
-    """Run `batch_size` random games for `num_steps` steps and check the contract.
-
-    Discrete games get uniformly random legal moves; continuous spaces get float actions of
-    `env.action_shape` within `env.action_low` / `env.action_high`. A game with a chance split
-    (`env.chance`) has it checked on every step taken: against the ordinary step for the key
-    the step was given, and its sampler against its probabilities over `CHANCE_DRAWS` draws.
-
-    Raises:
-        EnvCheckError: listing each violated rule by its stable name (see `RULES`).
-    """
-    batch_size = check_count("batch_size", batch_size, low=1)
-    num_steps = check_count("num_steps", num_steps, low=1)
-    v: dict[str, str] = {}
-    key = jax.random.PRNGKey(seed)
+def _traced(env: Env, key: PRNGKey, batch_size: int) -> tuple[Any, Any, Any, Any]:
+    """`(states, metadata, jitted batched step, traced chance split or None)` of `batch_size`
+    games, or an `EnvCheckError` naming the function that cannot be traced."""
     try:
         init = jax.jit(jax.vmap(env.init))
         state, md = init(jax.random.split(key, batch_size))
@@ -251,6 +239,40 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
             _random_actions(env, md.action_mask, key),
             jax.random.split(key, batch_size),
         )
+    return state, md, step, chance
+
+
+def _metadata_shape_problems(md: Any, batch_size: int, P: int, A: int) -> list[str]:
+    """What is wrong with the shapes and dtypes of a batch's metadata, one line each."""
+    shapes = {
+        "rewards": (md.rewards.shape, (batch_size, P)),
+        "action_mask": (md.action_mask.shape, (batch_size, A)),
+        "terminated": (md.terminated.shape, (batch_size,)),
+        "truncated": (md.truncated.shape, (batch_size,)),
+        "cur_player_id": (md.cur_player_id.shape, (batch_size,)),
+    }
+    bad = [f"{k} {got} != {want}" for k, (got, want) in shapes.items() if got != want]
+    if md.action_mask.dtype != jnp.bool_:
+        bad.append(f"action_mask dtype {md.action_mask.dtype}")
+    return bad
+
+
+def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) -> None:
+    """Run `batch_size` random games for `num_steps` steps and check the contract.
+
+    Discrete games get uniformly random legal moves; continuous spaces get float actions of
+    `env.action_shape` within `env.action_low` / `env.action_high`. A game with a chance split
+    (`env.chance`) has it checked on every step taken: against the ordinary step for the key
+    the step was given, and its sampler against its probabilities over `CHANCE_DRAWS` draws.
+
+    Raises:
+        EnvCheckError: listing each violated rule by its stable name (see `RULES`).
+    """
+    batch_size = check_count("batch_size", batch_size, low=1)
+    num_steps = check_count("num_steps", num_steps, low=1)
+    v: dict[str, str] = {}
+    key = jax.random.PRNGKey(seed)
+    state, md, step, chance = _traced(env, key, batch_size)
     observe = jax.jit(jax.vmap(env.observe))
     meta = jax.jit(jax.vmap(env.metadata))
     sig0 = _sig(state)
@@ -259,16 +281,7 @@ def check(env: Env, *, batch_size: int = 4, num_steps: int = 64, seed: int = 0) 
     prev_steps = np.zeros(batch_size, np.int64)
     prev_seen = np.zeros((batch_size, 0))
     for t in range(num_steps + 1):
-        shapes = {
-            "rewards": (md.rewards.shape, (batch_size, P)),
-            "action_mask": (md.action_mask.shape, (batch_size, A)),
-            "terminated": (md.terminated.shape, (batch_size,)),
-            "truncated": (md.truncated.shape, (batch_size,)),
-            "cur_player_id": (md.cur_player_id.shape, (batch_size,)),
-        }
-        bad = [f"{k} {got} != {want}" for k, (got, want) in shapes.items() if got != want]
-        if md.action_mask.dtype != jnp.bool_:
-            bad.append(f"action_mask dtype {md.action_mask.dtype}")
+        bad = _metadata_shape_problems(md, batch_size, P, A)
         if bad:
             v.setdefault("metadata_shapes", "; ".join(bad))
             break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -125,6 +126,97 @@ def _user_chance(
     return Chance(num_outcomes, decide, probabilities, resolve, sample_outcome)
 
 
+def _read_sizes(
+    init_fn: Callable[[PRNGKey], tuple[PyTree, StepMetadata]],
+    observe_fn: Callable[[PyTree], Array],
+    name: str,
+    *,
+    num_actions: int | None,
+    num_players: int | None,
+) -> tuple[Any, int, int, tuple[int, ...]]:
+    """`(init_fn's output shapes, num_actions, num_players, observation shape)`, the counts read
+    off `init_fn` where not given, or a clear error where the functions cannot be traced or
+    disagree with what was given."""
+    try:
+        shape = jax.eval_shape(init_fn, jax.random.PRNGKey(0))
+    except Exception as e:
+        raise TypeError(f"init_fn of {name!r} could not be traced: {e}") from e
+    if not (isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[1], StepMetadata)):
+        raise TypeError(f"init_fn of {name!r} must return (state, StepMetadata)")
+    md_shape = shape[1]
+    if len(md_shape.action_mask.shape) != 1:
+        raise ValueError(
+            f"action_mask of {name!r} must have shape [A], got {md_shape.action_mask.shape}"
+        )
+    if num_actions is None:
+        num_actions = int(md_shape.action_mask.shape[0])
+    elif num_actions != md_shape.action_mask.shape[0]:
+        raise ValueError(
+            f"num_actions={num_actions!r} but init_fn of {name!r} returns an action_mask of "
+            f"shape {tuple(md_shape.action_mask.shape)}: give the mask's size, or leave "
+            f"num_actions out to read it off the mask"
+        )
+    if num_players is None:
+        rshape = md_shape.rewards.shape
+        num_players = int(rshape[0]) if len(rshape) == 1 else 1
+    try:
+        obs_shape = jax.eval_shape(observe_fn, shape[0]).shape
+    except Exception as e:
+        raise TypeError(f"observe_fn of {name!r} could not be traced: {e}") from e
+    return shape, num_actions, num_players, tuple(obs_shape)
+
+
+def _check_rewards(rewards: Any, where: str, name: str, players: int) -> None:
+    """Rewards must be a vector, one per player (a scalar is only read as a one-player
+    game's: with two players it would be credited to both)."""
+    got = tuple(jnp.shape(rewards))
+    if got not in ((players,), () if players == 1 else (players,)):
+        raise ValueError(
+            f"{where} of {name!r} returns rewards of shape {got}; with "
+            f"{players} player(s) they must be a vector [{players}], one per player"
+            + (" (a scalar is only read as the one player's)" if players > 1 else "")
+        )
+
+
+def _check_same(before: Any, after: Any, what: str, who: str, name: str) -> None:
+    """`who` (`step_fn` or `resolve_fn`) must return a `what` laid out as `init_fn`'s (the
+    state is one array program: its leaves keep their shapes and dtypes from step to step)."""
+
+    def layout(tree: Any) -> Any:
+        return jax.tree_util.tree_map(lambda x: (jnp.shape(x), jnp.result_type(x)), tree)
+
+    was, now = jax.tree_util.tree_structure(before), jax.tree_util.tree_structure(after)
+    if str(was) != str(now):
+        raise ValueError(
+            f"{who} of {name!r} returns a {what} of another structure than init_fn's: "
+            f"{now} instead of {was}"
+        )
+    if layout(before) != layout(after):
+        raise ValueError(
+            f"{who} of {name!r} returns a {what} whose (shape, dtype) differ from "
+            f"init_fn's: {layout(after)} instead of {layout(before)}"
+        )
+
+
+def _finish(
+    previous: GameState, s: PyTree, md: StepMetadata, who: str, *, name: str, players: int
+) -> GameState:
+    """The state `who` (`step_fn` or `resolve_fn`) stepped to from `previous`, as the contract
+    has it."""
+    _check_rewards(md.rewards, who, name, players)
+    # `step` counts moves since `init_fn` whatever `step_fn` reports (its default, 0, would
+    # leave the game uncut by `max_episode_steps` and at the opening's temperature)
+    md = _normalise(md, players).replace(step=previous.metadata.step + 1)
+    _check_same(previous.inner, s, "state", who, name)
+    _check_same(previous.metadata, md, "StepMetadata", who, name)
+    # the contract: a finished game keeps its state and pays nothing more
+    return hold_finished(previous, GameState(s, md))
+
+
+def _metadata(state: GameState) -> StepMetadata:
+    return state.metadata
+
+
 def from_functions(
     *,
     init_fn: Callable[[PRNGKey], tuple[PyTree, StepMetadata]],
@@ -180,80 +272,17 @@ def from_functions(
     with_key = True if step_fn is None else _takes_key(step_fn)
     if deterministic is None:
         deterministic = not with_key and not has_split
-    try:
-        shape = jax.eval_shape(init_fn, jax.random.PRNGKey(0))
-    except Exception as e:
-        raise TypeError(f"init_fn of {name!r} could not be traced: {e}") from e
-    if not (isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[1], StepMetadata)):
-        raise TypeError(f"init_fn of {name!r} must return (state, StepMetadata)")
-    md_shape = shape[1]
-    if len(md_shape.action_mask.shape) != 1:
-        raise ValueError(
-            f"action_mask of {name!r} must have shape [A], got {md_shape.action_mask.shape}"
-        )
-    if num_actions is None:
-        num_actions = int(md_shape.action_mask.shape[0])
-    elif num_actions != md_shape.action_mask.shape[0]:
-        raise ValueError(
-            f"num_actions={num_actions!r} but init_fn of {name!r} returns an action_mask of "
-            f"shape {tuple(md_shape.action_mask.shape)}: give the mask's size, or leave "
-            f"num_actions out to read it off the mask"
-        )
-    if num_players is None:
-        rshape = md_shape.rewards.shape
-        num_players = int(rshape[0]) if len(rshape) == 1 else 1
-    try:
-        obs_shape = jax.eval_shape(observe_fn, shape[0]).shape
-    except Exception as e:
-        raise TypeError(f"observe_fn of {name!r} could not be traced: {e}") from e
+    shape, num_actions, num_players, obs_shape = _read_sizes(
+        init_fn, observe_fn, name, num_actions=num_actions, num_players=num_players
+    )
     players = num_players
-
-    def check_rewards(rewards: Any, where: str) -> None:
-        # a scalar reward is one player's; with two players it would be credited to both
-        got = tuple(jnp.shape(rewards))
-        if got not in ((players,), () if players == 1 else (players,)):
-            raise ValueError(
-                f"{where} of {name!r} returns rewards of shape {got}; with "
-                f"{players} player(s) they must be a vector [{players}], one per player"
-                + (" (a scalar is only read as the one player's)" if players > 1 else "")
-            )
-
-    check_rewards(md_shape.rewards, "init_fn")
-
-    def check_same(before: Any, after: Any, what: str, who: str) -> None:
-        """`who` (`step_fn` or `resolve_fn`) must return a `what` laid out as `init_fn`'s (the
-        state is one array program: its leaves keep their shapes and dtypes from step to
-        step)."""
-
-        def layout(tree: Any) -> Any:
-            return jax.tree_util.tree_map(lambda x: (jnp.shape(x), jnp.result_type(x)), tree)
-
-        was, now = jax.tree_util.tree_structure(before), jax.tree_util.tree_structure(after)
-        if str(was) != str(now):
-            raise ValueError(
-                f"{who} of {name!r} returns a {what} of another structure than init_fn's: "
-                f"{now} instead of {was}"
-            )
-        if layout(before) != layout(after):
-            raise ValueError(
-                f"{who} of {name!r} returns a {what} whose (shape, dtype) differ from "
-                f"init_fn's: {layout(after)} instead of {layout(before)}"
-            )
+    _check_rewards(shape[1].rewards, "init_fn", name, players)
 
     def init(key):
         s, md = init_fn(key)
         return GameState(s, _normalise(md, players)), _normalise(md, players)
 
-    def finish(previous: GameState, s: PyTree, md: StepMetadata, who: str) -> GameState:
-        """The state `who` stepped to from `previous`, as the contract has it."""
-        check_rewards(md.rewards, who)
-        # `step` counts moves since `init_fn` whatever `step_fn` reports (its default, 0, would
-        # leave the game uncut by `max_episode_steps` and at the opening's temperature)
-        md = _normalise(md, players).replace(step=previous.metadata.step + 1)
-        check_same(previous.inner, s, "state", who)
-        check_same(previous.metadata, md, "StepMetadata", who)
-        # the contract: a finished game keeps its state and pays nothing more
-        return hold_finished(previous, GameState(s, md))
+    finish = functools.partial(_finish, name=name, players=players)
 
     chance = None
     if decide_fn is not None and probabilities_fn is not None and resolve_fn is not None:
@@ -289,9 +318,6 @@ def from_functions(
     def observe(state):
         return observe_fn(state.inner)
 
-    def metadata(state):
-        return state.metadata
-
     svg = None if render_svg is None else (lambda state: render_svg(state.inner))
     return Env(
         name=name,
@@ -301,7 +327,7 @@ def from_functions(
         init=init,
         step=step,
         observe=observe,
-        metadata=metadata,
+        metadata=_metadata,
         deterministic=bool(deterministic),
         chance=chance,
         render_svg=svg,

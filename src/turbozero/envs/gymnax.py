@@ -18,6 +18,7 @@ row-major, and reshaped back before stepping), `num_actions = D` and the box bou
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -61,20 +62,12 @@ def _metadata(
     )
 
 
-def make_gymnax(name: str) -> Env:
-    """A gymnax environment by its gymnax id (``"CartPole-v1"``, ``"Pendulum-v1"``, ...).
-
-    Args:
-        name: the id given to `gymnax.make`.
-
-    Returns:
-        A one-player `Env` named ``"gymnax:<name>"`` whose states are `GymnaxState`. Observations
-        are float32 with the environment's own shape.
-
-    Raises:
-        ImportError: when gymnax is not installed.
-        ValueError: for an id gymnax does not know or an unsupported action space.
-    """
+def _load_gymnax(
+    name: str,
+) -> tuple[Any, Any, int, tuple[int, ...] | None, np.ndarray | None, np.ndarray | None]:
+    """`(env, params, num_actions, action_shape, low, high)` of a gymnax id: a discrete space
+    (`action_shape` None) or a box flattened to `(D,)` with its bounds; an unknown id (with
+    close matches), a missing gymnax or another space is refused."""
     try:
         import gymnax
         from gymnax.environments import spaces
@@ -107,6 +100,45 @@ def make_gymnax(name: str) -> Env:
             f"gymnax environment {name!r} has action space {type(space).__name__}; only Discrete "
             f"and Box are supported"
         )
+    return env, params, num_actions, action_shape, low, high
+
+
+def _ending(
+    env: Any, params: Any, inner: Any, done: Array, new_api: bool, max_steps: int | None
+) -> tuple[Array, Array]:
+    """`(terminated, truncated)` of a gymnax step: gymnax >= 1.0 says which; before it `done`
+    includes the time limit, read off the state's `time`."""
+    if new_api:
+        terminated = jnp.asarray(done, jnp.bool_)
+        truncated = jnp.logical_and(
+            jnp.asarray(env.is_truncated(inner, params), jnp.bool_), ~terminated
+        )
+        return terminated, truncated
+    done = jnp.asarray(done, jnp.bool_)
+    hit_limit = (
+        jnp.asarray(inner.time >= max_steps, jnp.bool_)
+        if max_steps is not None and hasattr(inner, "time")
+        else jnp.bool_(False)
+    )
+    return done & ~hit_limit, done & hit_limit
+
+
+def make_gymnax(name: str) -> Env:
+    """A gymnax environment by its gymnax id (``"CartPole-v1"``, ``"Pendulum-v1"``, ...).
+
+    Args:
+        name: the id given to `gymnax.make`.
+
+    Returns:
+        A one-player `Env` named ``"gymnax:<name>"`` whose states are `GymnaxState`. Observations
+        are float32 with the environment's own shape.
+
+    Raises:
+        ImportError: when gymnax is not installed.
+        ValueError: for an id gymnax does not know or an unsupported action space.
+    """
+    env, params, num_actions, action_shape, low, high = _load_gymnax(name)
+    space = env.action_space(params)
     env_action_shape = tuple(int(d) for d in getattr(space, "shape", ()) or ())
     new_api = hasattr(env, "is_truncated")  # gymnax >= 1.0
     max_steps = getattr(params, "max_steps_in_episode", None)
@@ -135,20 +167,7 @@ def make_gymnax(name: str) -> Env:
 
     def step(state: GymnaxState, action: Array, key: PRNGKey) -> tuple[GymnaxState, StepMetadata]:
         obs, inner, reward, done, _ = env.step_env(key, state.inner, _env_action(action), params)
-        if new_api:
-            terminated = jnp.asarray(done, jnp.bool_)
-            truncated = jnp.logical_and(
-                jnp.asarray(env.is_truncated(inner, params), jnp.bool_), ~terminated
-            )
-        else:  # gymnax 0.0.x: `done` includes the time limit
-            done = jnp.asarray(done, jnp.bool_)
-            hit_limit = (
-                jnp.asarray(inner.time >= max_steps, jnp.bool_)
-                if max_steps is not None and hasattr(inner, "time")
-                else jnp.bool_(False)
-            )
-            truncated = done & hit_limit
-            terminated = done & ~hit_limit
+        terminated, truncated = _ending(env, params, inner, done, new_api, max_steps)
         old = state.metadata
         md = _metadata(reward, num_actions, terminated, truncated, old.step + 1)
         stepped = GymnaxState(inner, _observation(obs), md)

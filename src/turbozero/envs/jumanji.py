@@ -211,6 +211,112 @@ def _one_hot_ranges(observation_spec: Any, observation: PyTree) -> list[tuple[in
     return ranges
 
 
+def _load_jumanji(name: str) -> Any:
+    """`jumanji.make(name)`, refusing an unknown id (with close matches), a missing jumanji and
+    rewards per agent."""
+    try:
+        import jumanji
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise ImportError(
+            "jumanji environments need the 'jumanji' package: pip install 'turbozero[envs]'"
+        ) from e
+    known = list(jumanji.registered_environments())
+    if name not in known:
+        import difflib
+
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ValueError(f"unknown jumanji environment {name!r}.{hint}")
+    env = jumanji.make(name)
+    reward_shape = tuple(int(d) for d in getattr(env.reward_spec, "shape", ()))
+    if reward_shape != ():
+        raise ValueError(
+            f"jumanji environment {name!r} gives one reward per agent (reward shape "
+            f"{reward_shape}); the adapter is for one player with a scalar reward. A team "
+            f"reward (their sum, say) can be written with turbozero.envs.from_functions"
+        )
+    return env
+
+
+def _action_layout(
+    name: str, spec: Any
+) -> tuple[
+    int, tuple[int, ...] | None, np.ndarray | None, np.ndarray | None, tuple[int, ...] | None
+]:
+    """`(num_actions, action_shape, low, high, components)` of a jumanji action spec: discrete
+    (`action_shape` None), joint discrete choices flattened into one index (`components`, at
+    most int32's), or a float box flattened to `(D,)` with its bounds."""
+    from jumanji import specs
+
+    action_shape: tuple[int, ...] | None = None
+    low = high = None
+    multi: tuple[int, ...] | None = None
+    if isinstance(spec, specs.DiscreteArray):
+        num_actions = int(spec.num_values)
+    elif isinstance(spec, specs.MultiDiscreteArray):
+        multi = tuple(int(n) for n in np.asarray(spec.num_values).reshape(-1))
+        num_actions = math.prod(multi)
+        if num_actions > np.iinfo(np.int32).max:
+            raise ValueError(
+                f"jumanji environment {name!r} has {num_actions:,} joint actions "
+                f"(MultiDiscreteArray {list(multi)}); the adapter flattens them into one int32 "
+                f"index, so at most {np.iinfo(np.int32).max:,} are supported"
+            )
+    elif isinstance(spec, specs.BoundedArray) and np.issubdtype(spec.dtype, np.floating):
+        # flat `(D,)` for the policy; a `[D1, D2, ...]` box is reshaped back when stepping
+        box = tuple(int(d) for d in np.shape(np.zeros(spec.shape))) or (1,)
+        action_shape = (math.prod(box),)
+        num_actions = action_shape[0]
+        low = np.broadcast_to(np.asarray(spec.minimum, np.float32), box).ravel().copy()
+        high = np.broadcast_to(np.asarray(spec.maximum, np.float32), box).ravel().copy()
+    else:
+        raise ValueError(
+            f"jumanji environment {name!r} has action spec {type(spec).__name__}; supported: "
+            f"DiscreteArray, MultiDiscreteArray, float BoundedArray"
+        )
+    return num_actions, action_shape, low, high, multi
+
+
+def _legal_mask(name: str, mask: Any, num_actions: int, multi: tuple[int, ...] | None) -> Array:
+    """`[A]` bool legal (joint) actions from a jumanji observation's action mask."""
+
+    mask = jnp.asarray(mask, jnp.bool_)
+    if mask.size == num_actions:  # one flag per (joint) action, e.g. Minesweeper's [rows, cols]
+        return jnp.reshape(mask, (num_actions,))
+    if multi is not None and mask.size == sum(multi):
+        # one row per component (RobotWarehouse's [agents, moves]): the joint move is legal
+        # when every component's choice is; an outer product, raveled row-major
+        flags = jnp.ravel(mask)
+        parts = jnp.split(flags, np.cumsum(multi)[:-1])
+        full = parts[0]
+        for part in parts[1:]:
+            full = (full[:, None] & part[None, :]).reshape(-1)
+        return full
+    raise ValueError(
+        f"jumanji environment {name!r}: its observation's action_mask has shape "
+        f"{tuple(mask.shape)}, which is neither one flag per action ({num_actions}"
+        + (f", or the shape {multi}" if multi is not None else "")
+        + ")"
+        + (f" nor one per component choice ({sum(multi)})" if multi is not None else "")
+        + "; the adapter cannot tell which moves are legal"
+    )
+
+
+def _jumanji_metadata(ts: Any, mask: Array, step: ArrayLike, reward: ArrayLike) -> StepMetadata:
+    """The contract's metadata of a jumanji timestep: a last step with discount 0 ended the
+    game, one with a discount left was cut by the time limit."""
+    last = ts.last()
+    terminated = last & (ts.discount == 0)
+    return StepMetadata(
+        rewards=jnp.reshape(jnp.asarray(reward, jnp.float32), (1,)),
+        action_mask=mask,
+        terminated=jnp.asarray(terminated, jnp.bool_),
+        cur_player_id=jnp.int32(0),
+        step=jnp.asarray(step, jnp.int32),
+        truncated=jnp.asarray(last & ~terminated, jnp.bool_),
+    )
+
+
 def make_jumanji(
     name: str, *, reward_fn: RewardFn | str | None = None, one_hot: bool = False
 ) -> Env:
@@ -239,56 +345,10 @@ def make_jumanji(
             cannot read, or a `reward_fn` that cannot be found or called (see
             `resolve_reward_fn`) or does not return one number for this game.
     """
-    try:
-        import jumanji
-        from jumanji import specs
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise ImportError(
-            "jumanji environments need the 'jumanji' package: pip install 'turbozero[envs]'"
-        ) from e
-    known = list(jumanji.registered_environments())
-    if name not in known:
-        import difflib
-
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
-        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise ValueError(f"unknown jumanji environment {name!r}.{hint}")
+    env = _load_jumanji(name)
     reward_of = None if reward_fn is None else _three_argument_reward(reward_fn)
-    env = jumanji.make(name)
-    reward_shape = tuple(int(d) for d in getattr(env.reward_spec, "shape", ()))
-    if reward_shape != ():
-        raise ValueError(
-            f"jumanji environment {name!r} gives one reward per agent (reward shape "
-            f"{reward_shape}); the adapter is for one player with a scalar reward. A team "
-            f"reward (their sum, say) can be written with turbozero.envs.from_functions"
-        )
     spec = env.action_spec
-    action_shape: tuple[int, ...] | None = None
-    low = high = None
-    multi: tuple[int, ...] | None = None
-    if isinstance(spec, specs.DiscreteArray):
-        num_actions = int(spec.num_values)
-    elif isinstance(spec, specs.MultiDiscreteArray):
-        multi = tuple(int(n) for n in np.asarray(spec.num_values).reshape(-1))
-        num_actions = math.prod(multi)
-        if num_actions > np.iinfo(np.int32).max:
-            raise ValueError(
-                f"jumanji environment {name!r} has {num_actions:,} joint actions "
-                f"(MultiDiscreteArray {list(multi)}); the adapter flattens them into one int32 "
-                f"index, so at most {np.iinfo(np.int32).max:,} are supported"
-            )
-    elif isinstance(spec, specs.BoundedArray) and np.issubdtype(spec.dtype, np.floating):
-        # flat `(D,)` for the policy; a `[D1, D2, ...]` box is reshaped back when stepping
-        box = tuple(int(d) for d in np.shape(np.zeros(spec.shape))) or (1,)
-        action_shape = (math.prod(box),)
-        num_actions = action_shape[0]
-        low = np.broadcast_to(np.asarray(spec.minimum, np.float32), box).ravel().copy()
-        high = np.broadcast_to(np.asarray(spec.maximum, np.float32), box).ravel().copy()
-    else:
-        raise ValueError(
-            f"jumanji environment {name!r} has action spec {type(spec).__name__}; supported: "
-            f"DiscreteArray, MultiDiscreteArray, float BoundedArray"
-        )
+    num_actions, action_shape, low, high, multi = _action_layout(name, spec)
     env_action_shape = tuple(int(d) for d in spec.shape)
 
     ranges: list[tuple[int, int] | None] = []
@@ -307,43 +367,12 @@ def make_jumanji(
         flat = jnp.concatenate([_encode(x, i) for i, x in enumerate(leaves)])
         if mask is None or action_shape is not None:
             return flat, jnp.ones((num_actions,), jnp.bool_)
-        mask = jnp.asarray(mask, jnp.bool_)
-        if mask.size == num_actions:  # one flag per (joint) action, e.g. Minesweeper's [rows, cols]
-            return flat, jnp.reshape(mask, (num_actions,))
-        if multi is not None and mask.size == sum(multi):
-            # one row per component (RobotWarehouse's [agents, moves]): the joint move is legal
-            # when every component's choice is; an outer product, raveled row-major
-            flags = jnp.ravel(mask)
-            parts = jnp.split(flags, np.cumsum(multi)[:-1])
-            full = parts[0]
-            for part in parts[1:]:
-                full = (full[:, None] & part[None, :]).reshape(-1)
-            return flat, full
-        raise ValueError(
-            f"jumanji environment {name!r}: its observation's action_mask has shape "
-            f"{tuple(mask.shape)}, which is neither one flag per action ({num_actions}"
-            + (f", or the shape {multi}" if multi is not None else "")
-            + ")"
-            + (f" nor one per component choice ({sum(multi)})" if multi is not None else "")
-            + "; the adapter cannot tell which moves are legal"
-        )
-
-    def _metadata(ts, mask: Array, step: ArrayLike, reward: ArrayLike) -> StepMetadata:
-        last = ts.last()
-        terminated = last & (ts.discount == 0)
-        return StepMetadata(
-            rewards=jnp.reshape(jnp.asarray(reward, jnp.float32), (1,)),
-            action_mask=mask,
-            terminated=jnp.asarray(terminated, jnp.bool_),
-            cur_player_id=jnp.int32(0),
-            step=jnp.asarray(step, jnp.int32),
-            truncated=jnp.asarray(last & ~terminated, jnp.bool_),
-        )
+        return flat, _legal_mask(name, mask, num_actions, multi)
 
     def init(key: PRNGKey) -> tuple[JumanjiState, StepMetadata]:
         inner, ts = env.reset(key)
         obs, mask = _flatten(ts.observation)
-        md = _metadata(ts, mask, 0, 0.0)
+        md = _jumanji_metadata(ts, mask, 0, 0.0)
         md = md.replace(terminated=jnp.bool_(False), truncated=jnp.bool_(False))
         return JumanjiState(inner, obs, md), md
 
@@ -364,7 +393,7 @@ def make_jumanji(
         reward = ts.reward if reward_of is None else reward_of(state.inner, env_action, inner)
         obs, mask = _flatten(ts.observation)
         old = state.metadata
-        md = _metadata(ts, mask, old.step + 1, reward)
+        md = _jumanji_metadata(ts, mask, old.step + 1, reward)
         stepped = JumanjiState(inner, obs, md)
         new = hold_finished(state, stepped)
         return new, new.metadata

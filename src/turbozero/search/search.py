@@ -646,6 +646,32 @@ def expand(
     return tree, leaf, returns
 
 
+def _outcome_order(probs: Array, k_env: Array, *, widening: bool) -> Array:
+    """`[B, C]` the order in which a new chance node opens its outcomes: `log p`, plus a Gumbel
+    per outcome under progressive widening (a draw without replacement in proportion to the
+    probabilities); impossible outcomes last."""
+    log_probs = jnp.where(probs > 0, jnp.log(jnp.maximum(probs, 1e-30)), NEG_LOGIT)
+    if not widening:
+        return log_probs
+    order = log_probs + jax.vmap(lambda k: jax.random.gumbel(k, probs.shape[-1:]))(k_env)
+    return jnp.where(probs > 0, order, NEG_LOGIT)
+
+
+def _chance_edges(
+    probs: Array, order: Array, first_outcome: Array, new: Array, num_edges: int
+) -> Array:
+    """The edge rows `[B, ...]` of new chance nodes: each outcome's probability and order, the
+    first outcome's child the new decision node `new [B]`, the other possible ones unopened."""
+    pad = [(0, 0), (0, num_edges - probs.shape[-1])]
+    possible = jnp.pad(probs, pad) > 0
+    probs_row = jnp.where(possible, jnp.pad(probs, pad), 0.0)
+    outcomes = jnp.arange(num_edges)[None, :]
+    chance_children = jnp.where(
+        outcomes == first_outcome[:, None], new[:, None], jnp.where(possible, NO_CHILD, ILLEGAL)
+    )
+    return edge_rows(probs_row, chance_children, jnp.pad(order, pad, constant_values=NEG_LOGIT))
+
+
 def expand_with_chance(
     spec: SearchSpec,
     tree: Tree,
@@ -691,12 +717,7 @@ def expand_with_chance(
         decided,
     )
     event = ~at_chance & has_chance_event(probs)
-    log_probs = jnp.where(probs > 0, jnp.log(jnp.maximum(probs, 1e-30)), NEG_LOGIT)
-    if spec.chance_widening < 1.0:
-        order = log_probs + jax.vmap(lambda k: jax.random.gumbel(k, probs.shape[-1:]))(k_env)
-        order = jnp.where(probs > 0, order, NEG_LOGIT)
-    else:
-        order = log_probs
+    order = _outcome_order(probs, k_env, widening=spec.chance_widening < 1.0)
     first_outcome = first_argmax(order)
     outcome = jnp.where(at_chance, edge, jnp.where(event, first_outcome, 0))
     new_states, md = jax.vmap(chance.resolve)(after, outcome)
@@ -717,17 +738,7 @@ def expand_with_chance(
         parent_links.player,
     )
     # the chance node: the mover's afterstate, its outcomes, the evaluation for the mover
-    possible = jnp.pad(probs, [(0, 0), (0, W - probs.shape[-1])]) > 0
-    probs_row = jnp.where(possible, jnp.pad(probs, [(0, 0), (0, W - probs.shape[-1])]), 0.0)
-    outcomes = jnp.arange(W)[None, :]
-    chance_children = jnp.where(
-        outcomes == first_outcome[:, None], new[:, None], jnp.where(possible, NO_CHILD, ILLEGAL)
-    )
-    chance_edges = edge_rows(
-        probs_row,
-        chance_children,
-        jnp.pad(order, [(0, 0), (0, W - order.shape[-1])], constant_values=NEG_LOGIT),
-    )
+    chance_edges = _chance_edges(probs, order, first_outcome, new, W)
     mover_value = for_player(value_vector(own, player, env.num_players), parent_links.player)
     chance_info = info_row(mover_value, jnp.zeros((B,), jnp.bool_), jnp.zeros_like(md.rewards))
     chance_info = chance_info.at[:, N_TERMINAL].set(CHANCE_NODE)

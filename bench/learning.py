@@ -20,19 +20,15 @@ the same machine, with the same budget.
         [--set KEY=VALUE ...] [--no-baseline] [--keep DIR]
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
     python bench/learning.py --judge RUN [RUN ...] [--play-simulations 128,256]
-        [--play-c-puct 1.25,2] [--play-weights playing,trained] [--play-symmetries off,on]
-        [--play-average 1,5] [--play-fpu zero,node,network] [--play-fpu-reduction 0,0.2]
-        [--play-positions 10000]
+        [--play-c-puct 1.25,2] [--play-weights playing,trained]
+        [--play-fpu zero,node,network] [--play-fpu-reduction 0,0.2] [--play-positions 10000]
 
 `--judge RUN ...` trains nothing: the latest network of each existing run directory (or the
 checkpoint a `RUN/checkpoints/N` path names) is asked again, once per play setting (every
-combination of the listed simulation counts, PUCT constants, weights and symmetries; default:
+combination of the listed simulation counts, PUCT constants and weights; default:
 the run's own), one JSON line each, on the same positions and key, so what a network plays
 with can be tuned apart from training. `--play-weights trained` asks a run with `ema_decay`
-for its trained weights instead of their moving average; `--play-symmetries on` averages the
-network's outputs over the board's symmetries (Connect Four's mirror image); `--play-average K`
-plays the mean of the weights of the run's last K training checkpoints (up to the one judged),
-an average over snapshots that the run itself never played with; `--play-fpu` sets PUCT's
+for its trained weights instead of their moving average; `--play-fpu` sets PUCT's
 value of an unvisited move (`search.fpu`: zero, a draw; node, the node's backed-up value;
 network, the network's value of the node) and `--play-fpu-reduction` what is subtracted from
 it (`search.fpu_reduction`); `--play-positions N` asks Connect Four's labelled
@@ -131,79 +127,21 @@ def run_recipe(
     }
 
 
-def symmetrized(eval_fn: Any, env: Any) -> Any:
-    """`eval_fn` averaged over the game's board symmetries (the ones `augment` trains on):
-    each position is also evaluated as each of its images, the images' move probabilities are
-    mapped back to the position's own moves and averaged with its own, and so are the values."""
-    import jax.numpy as jnp
-    import numpy as np
-
-    from turbozero.alphazero.trainer import augmentations
-
-    fns = augmentations(env)
-    if not fns:
-        raise SystemExit(f"--play-symmetries on: {env.name} has no board symmetries")
-    A = env.num_actions
-    example = env.observe(env.init(jax.random.PRNGKey(0))[0])
-    back = []  # per symmetry: the image's move for each of the position's own moves
-    for fn in fns:
-        _, moved, _ = fn(example, jnp.arange(A, dtype=jnp.float32), jnp.ones(A, bool))
-        back.append(np.argsort(np.asarray(moved).astype(np.int64)))
-
-    def evaluate(params: Any, obs: Any, key: Any) -> tuple[Any, Any]:
-        B = obs.shape[0]
-        blank, legal = jnp.zeros(A), jnp.ones(A, bool)
-        images = [jax.vmap(lambda o, f=fn: f(o, blank, legal)[0])(obs) for fn in fns]
-        logits, value = eval_fn(params, jnp.concatenate([obs, *images]), key)
-        probs = jax.nn.softmax(logits.reshape(1 + len(fns), B, A), -1)
-        own = [probs[0]] + [probs[i + 1][:, b] for i, b in enumerate(back)]
-        mean = sum(own) / len(own)
-        return jnp.log(mean + 1e-12), value.reshape(1 + len(fns), B).mean(0)
-
-    return evaluate
-
-
-def last_checkpoints(run: Path, count: int) -> list[Path]:
-    """The `count` training checkpoints of `run` that end at the one it names (or at its
-    latest), oldest first."""
-    from turbozero.io.checkpoint import Checkpointer
-    from turbozero.io.rundir import find_run_dir
-    from turbozero.validate import is_digits
-
-    if is_digits(run.name):
-        directory, upto = run.parent, int(run.name)
-    else:
-        directory, upto = find_run_dir(run).checkpoints, None
-    checkpoints = Checkpointer(directory)
-    try:
-        steps = sorted(s for s in checkpoints.all_steps() if upto is None or s <= upto)
-    finally:
-        checkpoints.close()
-    if len(steps) < count:
-        raise SystemExit(
-            f"--play-average {count}: {run} has {len(steps)} training checkpoint(s) to average"
-        )
-    return [directory / str(step) for step in steps[-count:]]
-
-
 def judge_run(
     run: Path,
     simulations: list[int] | None,
     c_pucts: list[float] | None,
     seed: int = 0,
     weights: list[str] | None = None,
-    symmetries: list[str] | None = None,
-    averages: list[int] | None = None,
     first_plays: list[str] | None = None,
     num_positions: int | None = None,
     reductions: list[float] | None = None,
 ) -> list[dict[str, Any]]:
     """The accuracy rows of `run`'s latest network (or of the checkpoint `run` names) searching
     with each combination of settings: simulations, PUCT constant, which weights play
-    (`load_agent`'s `weights`), whether the network's outputs are averaged over the board's
-    symmetries, over how many of the last checkpoints the weights are averaged, and the value
-    of unvisited moves (`search.fpu`, less `search.fpu_reduction`); on `num_positions`
-    positions where given (the run's own count otherwise)."""
+    (`load_agent`'s `weights`) and the value of unvisited moves (`search.fpu`, less
+    `search.fpu_reduction`); on `num_positions` positions where given (the run's own count
+    otherwise)."""
     import dataclasses
 
     from turbozero.alphazero.trainer import make_selector
@@ -230,26 +168,17 @@ def judge_run(
             positions.game, positions.moves[own:], positions.scores[own:], positions.phases
         )
         settings = itertools.product(
-            averages or [1],
-            symmetries or ["off"],
             simulations or [cfg.eval_simulations or cfg.search.num_simulations],
             c_pucts or [cfg.search.c_puct],
             first_plays or [cfg.search.fpu],
             reductions or [cfg.search.fpu_reduction],
         )
-        weights_of = {1: loaded.agent.params}
-        for count in set(averages or []) - {1}:
-            snapshots = [
-                turbozero.load_agent(path, weights=which_weights).agent.params
-                for path in last_checkpoints(run, count)
-            ]
-            weights_of[count] = jax.tree.map(lambda *xs: sum(xs) / len(xs), *snapshots)
-        for count, mirror, sims, c, fpu, reduction in settings:
+        for sims, c, fpu, reduction in settings:
             search = dataclasses.replace(cfg.search, c_puct=c, fpu=fpu, fpu_reduction=reduction)
             agent = alphazero_agent(
                 loaded.az.selfplay.search.env,
-                symmetrized(loaded.az.eval_fn, loaded.env) if mirror == "on" else loaded.az.eval_fn,
-                weights_of[count],
+                loaded.az.eval_fn,
+                loaded.agent.params,
                 num_simulations=sims,
                 selector=make_selector(search),
                 chance_widening=cfg.search.chance_widening,
@@ -265,8 +194,6 @@ def judge_run(
                     "simulations": sims,
                     "c_puct": c,
                     "weights": which_weights,
-                    "symmetries": mirror,
-                    "average": count,
                     "fpu": fpu,
                     "fpu_reduction": reduction,
                     "accuracy_result": round(acc.result, 5),
@@ -298,8 +225,6 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["simulations"],
             row["c_puct"],
             row["weights"],
-            row["symmetries"],
-            row["average"],
             row["fpu"],
             row["fpu_reduction"],
         )
@@ -310,8 +235,6 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "simulations": sims,
             "c_puct": c,
             "weights": w,
-            "symmetries": m,
-            "average": k,
             "fpu": fpu,
             "fpu_reduction": reduction,
             "networks": len(same),
@@ -331,7 +254,7 @@ def judge_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 else {}
             ),
         }
-        for (sims, c, w, m, k, fpu, reduction), same in settings.items()
+        for (sims, c, w, fpu, reduction), same in settings.items()
     ]
 
 
@@ -377,14 +300,6 @@ def main(argv: list[str] | None = None) -> None:
         "--play-weights", type=_choices("playing", "trained"), help="with --judge: playing,trained"
     )
     parser.add_argument(
-        "--play-symmetries", type=_choices("off", "on"), help="with --judge: off,on"
-    )
-    parser.add_argument(
-        "--play-average",
-        type=_numbers(int),
-        help="with --judge: e.g. 1,5 (the mean weights of the last K checkpoints)",
-    )
-    parser.add_argument(
         "--play-fpu",
         type=_choices(*FIRST_PLAY_VALUES),
         help="with --judge: zero,node,network (the value of a node's unvisited moves)",
@@ -400,8 +315,6 @@ def main(argv: list[str] | None = None) -> None:
         help="with --judge, Connect Four: the size of the labelled set (default: the run's)",
     )
     args = parser.parse_args(argv)
-    if args.play_average and min(args.play_average) < 1:
-        parser.error("--play-average counts checkpoints: each K must be >= 1")
     if args.play_fpu_reduction and not all(
         0 <= r <= FPU_REDUCTION_MAX for r in args.play_fpu_reduction
     ):
@@ -417,8 +330,6 @@ def main(argv: list[str] | None = None) -> None:
                 args.play_simulations,
                 args.play_c_puct,
                 weights=args.play_weights,
-                symmetries=args.play_symmetries,
-                averages=args.play_average,
                 first_plays=args.play_fpu,
                 num_positions=args.play_positions,
                 reductions=args.play_fpu_reduction,

@@ -250,44 +250,6 @@ def test_judging_pairs_the_trained_weights_with_their_average_over_several_netwo
         learning.main(["--judge", str(run), "--play-weights", "playing,raw"])
 
 
-def test_judging_with_an_average_plays_the_mean_weights_of_the_last_checkpoints(
-    averaged_run, capsys
-):
-    """`--play-average K` plays the mean of the weights of the run's last K training
-    checkpoints: K = 1 is the latest network, K = 2 the mean of the last two; more than the run
-    kept, or K < 1, is refused."""
-    import dataclasses
-
-    import jax
-
-    import turbozero
-    from turbozero.arena.accuracy import move_accuracy, positions_for
-    from turbozero.io.rundir import RunDir
-
-    run, _ = averaged_run
-    steps = sorted(RunDir(run).checkpoints.glob("[0-9]*"), key=lambda p: int(p.name))
-    with bench_module("learning") as learning:
-        argv = ["--judge", str(run), "--play-simulations", "4", "--play-average", "1,2"]
-        rows = _judged(learning, argv, capsys)
-        kept = len(steps)
-        with pytest.raises(SystemExit, match=f"has {kept} training"):
-            learning.main(["--judge", str(run), "--play-average", str(kept + 1)])
-        with pytest.raises(SystemExit):
-            learning.main(["--judge", str(run), "--play-average", "0"])
-    assert [r["average"] for r in rows] == [1, 2]
-    assert rows[0]["accuracy_result"] != rows[1]["accuracy_result"]  # (the two are told apart)
-    latest = turbozero.load_agent(run, 4, which="latest")
-    snapshots = [turbozero.load_agent(step, 4).agent.params for step in steps[-2:]]
-    mean = jax.tree.map(lambda a, b: (a + b) / 2, *snapshots)
-    assert not all(jax.tree.leaves(jax.tree.map(lambda a, b: bool((a == b).all()), *snapshots)))
-    positions = positions_for("tic_tac_toe")
-    for row, agent in zip(
-        rows, [latest.agent, dataclasses.replace(latest.agent, params=mean)], strict=True
-    ):
-        acc = move_accuracy(latest.env, agent, positions, jax.random.PRNGKey(0))
-        assert row["accuracy_result"] == round(acc.result, 5)
-
-
 def test_judging_with_first_play_urgency_adds_a_row_per_value(averaged_run, capsys):
     """`--judge RUN --play-fpu zero,node`: one row each, "zero" the run's own search (the
     class default of `search.fpu`), "node" another."""
@@ -351,44 +313,6 @@ def test_judging_refuses_a_larger_set_for_a_game_whose_set_is_fixed(averaged_run
     run, _ = averaged_run
     with bench_module("learning") as learning, pytest.raises(SystemExit, match="fixed"):
         learning.main(["--judge", str(run), "--play-positions", "5000"])
-
-
-def test_a_symmetry_averaged_network_gives_each_image_of_a_position_the_same_answer():
-    """`--play-symmetries on` (bench/learning.py's `symmetrized`): the averaged network's value is
-    the same for a position and each of its images, and its move probabilities move with the
-    board, so the image's answer is the position's, mapped by the symmetry."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from turbozero import envs
-    from turbozero.alphazero.trainer import augmentations
-
-    env = envs.make("tic_tac_toe")
-    A = env.num_actions
-    weights = jax.random.normal(jax.random.PRNGKey(0), (int(np.prod(env.observation_shape)), A + 1))
-
-    def eval_fn(params, obs, key):  # an arbitrary network with no symmetry of its own
-        out = obs.reshape(obs.shape[0], -1).astype(jnp.float32) @ params
-        return out[:, :A], jnp.tanh(out[:, A])
-
-    states = [env.init(jax.random.PRNGKey(1))[0]]
-    for action in (4, 0, 5):
-        states.append(env.step(states[-1], jnp.int32(action), jax.random.PRNGKey(2))[0])
-    obs = jnp.stack([env.observe(s) for s in states])
-    with bench_module("learning") as learning:
-        averaged = learning.symmetrized(eval_fn, env)
-    logits, value = averaged(weights, obs, None)
-    probs = jax.nn.softmax(logits, -1)
-    blank, legal = jnp.zeros(A), jnp.ones(A, bool)
-    for fn in augmentations(env):
-        image = jax.vmap(lambda o, f=fn: f(o, blank, legal)[0])(obs)
-        image_logits, image_value = averaged(weights, image, None)
-        np.testing.assert_allclose(image_value, value, atol=1e-5)
-        moved = jax.vmap(lambda o, p, f=fn: f(o, p, legal)[1])(obs, probs)
-        np.testing.assert_allclose(jax.nn.softmax(image_logits, -1), moved, atol=1e-5)
-    plain_logits, _ = eval_fn(weights, obs, None)
-    assert not np.allclose(jax.nn.softmax(plain_logits, -1), probs, atol=1e-3)
 
 
 @pytest.mark.parametrize("preset", ["tic_tac_toe", "connect_four"])

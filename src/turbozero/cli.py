@@ -402,10 +402,18 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise ConfigError(f"--simulations must be >= 1, got {args.simulations}")
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
+    if (args.run_dir is None) == (args.engine is None):
+        raise ConfigError("play needs a run directory, or --engine SPEC --game GAME (not both)")
+    if (args.engine is None) != (args.game is None):
+        raise ConfigError("--engine and --game go together: the engine plays that game")
+    if args.engine is not None and args.simulations is not None and args.engine[:5] != "mcts:":
+        raise ConfigError("--simulations is a run's search; an engine plays at its own setting")
     enable_compilation_cache()
     try:
         serve(
             args.run_dir,
+            engine=args.engine,
+            game_id=args.game,
             human_first=args.human_first,
             num_simulations=args.simulations,
             port=args.port,
@@ -769,8 +777,18 @@ def _add_eval(sub: Any) -> None:
 
 def _add_play(sub: Any) -> None:
     """`turbozero play`: its arguments."""
-    pl = sub.add_parser("play", help="play against a trained agent in the browser")
-    pl.add_argument("run_dir", help="a trained run, AlphaZero or PPO (or a checkpoint step in it)")
+    pl = sub.add_parser("play", help="play against a trained agent or an engine in the browser")
+    pl.add_argument(
+        "run_dir",
+        nargs="?",
+        help="a trained run, AlphaZero or PPO (or a checkpoint step in it); or --engine",
+    )
+    pl.add_argument(
+        "--engine",
+        help="play an engine instead of a run: pubeval, gnubg:PLY, gnugo:LEVEL, gtp:COMMAND, "
+        "mcts:N, random, perfect (with --game)",
+    )
+    pl.add_argument("--game", help="with --engine: the game's id (e.g. backgammon, go_9x9)")
     pl.add_argument(
         "--human-first",
         action="store_true",

@@ -41,7 +41,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from turbozero.play.session import Game, IllegalMoveError
+from turbozero.play.session import Game, IllegalMoveError, engine_side
 from turbozero.validate import is_digits
 
 HOST = "127.0.0.1"
@@ -418,7 +418,7 @@ def url_of(server: PlayServer) -> str:
 
 
 def serve(
-    path: str,
+    path: str | None,
     *,
     human_first: bool = False,
     num_simulations: int | None = None,
@@ -426,14 +426,24 @@ def serve(
     open_browser: bool = True,
     which: str = "best",
     trust: bool = False,
+    engine: str | None = None,
+    game_id: str | None = None,
 ) -> None:
     """Load the agent of run `path` and serve a game against it until interrupted (Ctrl-C);
-    `trust` as for `turbozero.load_agent`."""
+    `trust` as for `turbozero.load_agent`. With `engine` and `game_id` instead of `path`, the
+    engine (`engine_side`) takes the agent's seat; engines that must run on the main thread
+    (gnubg looking ahead) are served from it while the page runs on another."""
     import webbrowser
 
     import turbozero
+    from turbozero.engines.main_thread import serve_main_thread
 
-    loaded = turbozero.load_agent(path, num_simulations, which=which, trust=trust)
+    if (path is None) == (engine is None) or (engine is None) != (game_id is None):
+        raise ValueError("play a run directory, or an engine with its game (engine and game_id)")
+    if engine is not None:
+        loaded: Any = engine_side(str(game_id), engine)
+    else:
+        loaded = turbozero.load_agent(str(path), num_simulations, which=which, trust=trust)
     start = time.perf_counter()
     print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
     game = Game(loaded, human_first=human_first)  # refuses games it cannot serve
@@ -447,8 +457,12 @@ def serve(
     if open_browser:
         webbrowser.open(url)
     try:
-        server.serve_forever()
+        if engine is None:
+            server.serve_forever()
+        else:
+            serve_main_thread(server.serve_forever)
     except KeyboardInterrupt:
-        pass
+        if engine is not None:
+            server.shutdown()
     finally:
         server.server_close()

@@ -12,6 +12,7 @@ split so that each outcome is known and shown as it falls (`turbozero.play.games
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -68,6 +69,32 @@ def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         )
         return policy, (agent,)
     return jax.jit(loaded.policy), ()
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineSide:
+    """An engine in the agent's seat of a `Game` (`engine_side`): the game and the engine's
+    agent, as `turbozero.load_agent` gives a run's."""
+
+    env: Env
+    agent: Any
+    name: str
+
+
+def engine_side(game: str, engine: str) -> EngineSide:
+    """The engine `engine` (an opponent name: `pubeval`, `gnubg:0`, `gnugo:1`, `gtp:COMMAND`,
+    `mcts:N`, `random`, `perfect`) playing `game` (a registered game's id), for `Game`.
+
+    Raises:
+        ValueError: an unknown game, an opponent name of no known form, or an engine that does
+            not play this game (named in the message).
+        MissingExtraError, FileNotFoundError: the engine is not installed.
+    """
+    from turbozero import envs
+    from turbozero.arena.opponents import make_opponent
+
+    env = envs.make(game)
+    return EngineSide(env, make_opponent(env, engine), engine)
 
 
 class Game:

@@ -71,3 +71,17 @@ def test_one_entry_per_game_drives_augmentation_perfect_players_and_solvers():
     counts = {name: len(augmentations(make(name))) for name in ("tic_tac_toe", "connect_four")}
     assert counts == {"tic_tac_toe": 7, "connect_four": 1}  # (the identity is not repeated)
     assert augmentations(make("2048")) == []
+
+
+def test_go_on_seven_by_seven_is_built_checked_drawn_and_named_from_its_file():
+    import jax
+
+    from turbozero import envs
+
+    env = envs.make("go_7x7")
+    assert (env.num_actions, env.observation_shape, env.deterministic) == (50, (7, 7, 17), True)
+    envs.check(env, batch_size=2, num_steps=8)
+    state = env.step(env.init(jax.random.PRNGKey(0))[0], 24, jax.random.PRNGKey(0))[0]
+    assert env.render_svg(jax.device_get(state)).count("<circle") == 1  # the stone on D4
+    assert move_label("go_7x7", 24) == "D4" and move_label("go_7x7", 49) == "pass"
+    assert len(board_cells("go_7x7")) == 49

@@ -1,12 +1,15 @@
-"""Go on pgx's 9x9 and 19x19 boards: the drawing and move names (A..T without I, rows counted
-up from the bottom, as GTP names them), the symmetries, the GTP engines (`gnugo:LEVEL`,
-`gtp:COMMAND`, `turbozero.engines.gtp`) and the 9x9 preset."""
+"""Go on pgx's 9x9 and 19x19 boards, and on 7x7 (pgx's Go at that size, which GNU Go also
+plays): the drawing and move names (A..T without I, rows counted up from the bottom, as GTP
+names them), the symmetries, the GTP engines (`gnugo:LEVEL`, `gtp:COMMAND`,
+`turbozero.engines.gtp`) and the 7x7 and 9x9 presets. Komi 7.5 on every board, as pgx has it
+and the GTP bridge sends it."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from turbozero.config import register_preset
 from turbozero.games.core import GO_LETTERS, Board, Cell, GameSpec, _register_builtin
@@ -16,7 +19,8 @@ if TYPE_CHECKING:
     from turbozero.arena.agents import Agent
     from turbozero.envs.core import Env
 
-SIZES = (9, 19)
+SIZES = (7, 9, 19)
+PGX_SIZES = (9, 19)  # the sizes `pgx.make` names; 7x7 is built with `pgx.go.Go(size=7)`
 
 
 def go_cells(n: int) -> list[Cell]:
@@ -34,6 +38,42 @@ def go_label(n: int) -> Callable[[int], str]:
     return label
 
 
+def make_small_go(size: int) -> Env:
+    """pgx's Go on a `size` x `size` board (komi 7.5), named `go_{size}x{size}`."""
+    import pgx.go
+
+    from turbozero.envs.pgx import from_pgx
+
+    env = from_pgx(pgx.go.Go(size=size, komi=7.5), name=f"go_{size}x{size}")
+    return dataclasses.replace(env, render_svg=draw_go)
+
+
+class _AsDrawable:
+    """A Go state that pgx's drawing accepts at any size (it draws by the state's `_size`, but
+    names only 9x9 and 19x19 among the ids it knows)."""
+
+    env_id = "go_9x9"
+
+    def __init__(self, state: Any):
+        self._state = state
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+
+def draw_go(state: Any) -> str:
+    """pgx's drawing of a Go position of any board size (`Env.render_svg`)."""
+    import jax
+    import jax.numpy as jnp
+    from pgx._src.visualizer import Visualizer
+
+    state = jax.tree.map(jnp.asarray, state)
+    visualizer = Visualizer(color_theme="light")
+    configure = visualizer._set_config_by_state
+    visualizer._set_config_by_state = lambda s: configure(_AsDrawable(s))  # type: ignore[method-assign]
+    return visualizer.get_dwg(states=state).tostring()
+
+
 def engine_agent(env: Env, spec: str) -> Agent:
     """`gnugo:LEVEL` or `gtp:COMMAND` as an agent (`turbozero.engines.players`)."""
     from turbozero.engines.players import go_engine_agent
@@ -46,6 +86,7 @@ GAMES = tuple(
         GameSpec(
             name=f"go_{n}x{n}",
             description=f"Go, {n}x{n} (2 players, {n * n + 1} actions incl. pass)",
+            make_env=None if n in PGX_SIZES else functools.partial(make_small_go, n),
             board=Board(
                 label=go_label(n),
                 cells=functools.partial(go_cells, n),
@@ -82,4 +123,45 @@ def preset() -> AlphaZeroConfig:
         num_epochs=200,
         eval_every=10,
         eval_opponents=("random", "best"),
+    )
+
+
+@register_preset(
+    "go_7x7",
+    "Go 7x7 (komi 7.5), ResNet 3x32, 32 simulations valuing an unvisited move at the network's "
+    "value, value targets mostly from the search's root value, the weights' moving average at "
+    "play; two hours on a 2-core CPU; evaluated against random (gnugo:1 by `turbozero eval "
+    "--vs`, Debian's gnugo)",
+    algorithm="alphazero",
+    # about 2 minutes on 2 cores
+    quick=("num_epochs=40", "eval_every=20", "eval_games=16", "max_wall_seconds=240"),
+)
+def preset_7x7() -> AlphaZeroConfig:
+    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
+
+    return AlphaZeroConfig(
+        env="go_7x7",
+        num_games=64,
+        network=NetworkConfig(kind="resnet", num_blocks=3, num_channels=32),
+        search=SearchConfig(num_simulations=32, max_nodes=64, fpu="network"),
+        temperature_moves=20,
+        max_episode_steps=98,  # (pgx ends a 7x7 game after 2 * 49 moves)
+        memory_capacity=512,
+        truncation="bootstrap",
+        augment=True,
+        root_value_weight=0.75,
+        learning_rate=2e-3,
+        ema_decay=0.9995,
+        ema_selfplay=False,
+        train_batch_size=512,
+        warmup_steps=16,
+        collection_steps_per_epoch=16,
+        train_steps_per_epoch=32,
+        num_epochs=100_000,
+        max_wall_seconds=7200.0,
+        overlap=None,
+        eval_every=25,
+        eval_games=32,
+        eval_simulations=128,
+        eval_opponents=("random",),
     )

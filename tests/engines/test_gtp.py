@@ -53,11 +53,11 @@ def test_an_engine_that_is_not_installed_is_refused_in_one_line(go9):
         make_opponent(go9, "gtp:/nowhere/engine --mode gtp")
     with pytest.raises(ValueError, match="gnugo:LEVEL"):
         parse_opponent("gnugo:11")
-    with pytest.raises(ValueError, match="plays go_9x9 or go_19x19 only"):
+    with pytest.raises(ValueError, match="plays go_7x7 or go_9x9 or go_19x19 only"):
         make_opponent(turbozero.envs.make("othello"), f"gtp:{FAKE}")
     from turbozero.alphazero.config import AlphaZeroConfig
 
-    with pytest.raises(ConfigError, match="plays go_9x9 or go_19x19 only, not env 'othello'"):
+    with pytest.raises(ConfigError, match="or go_19x19 only, not env 'othello'"):
         AlphaZeroConfig(env="othello", eval_opponents=("gnugo:1",))
     AlphaZeroConfig(env="go_9x9", eval_opponents=("gnugo:1", f"gtp:{FAKE}"))
 

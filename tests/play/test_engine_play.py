@@ -42,7 +42,7 @@ def test_pubeval_plays_its_turns_of_backgammon_on_the_page():
         (["play"], "a run directory, or --engine SPEC --game GAME"),
         (["play", "RUN", "--engine", "pubeval", "--game", "backgammon"], "not both"),
         (["play", "--engine", "pubeval"], "--engine and --game go together"),
-        (["play", "--engine", "gnugo:1", "--game", "backgammon"], "plays go_9x9 or go_19x19"),
+        (["play", "--engine", "gnugo:1", "--game", "backgammon"], "or go_9x9 or go_19x19 only"),
         (["play", "--engine", "pubeval", "--game", "backgamon"], "Did you mean 'backgammon'"),
     ],
 )

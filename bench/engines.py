@@ -25,6 +25,13 @@ trained for at most an hour wins more than half its games against pubeval (the i
     python bench/engines.py [--games 100] [--seed 0] [--positions 200] [--run DIR]
         [--simulations N] [--quality-simulations N [N ...]]
 
+Go (`--go-run DIR`, instead of everything above): a Go run's best network with its evaluation
+search (or `--simulations N`) plays `--games` games against GNU Go at each of `--go-levels`
+(default 1; Debian's `gnugo`), colours alternating and `--opening-moves` random moves (default
+2) opening each game, since both players are deterministic; one row per level.
+
+    python bench/engines.py --go-run DIR [--go-levels 1 10] [--games 20] [--opening-moves 2]
+
 Run it alone: the matches use every core.
 """
 
@@ -58,10 +65,11 @@ LADDER = (
 )
 
 
-def row(a: Any, b: Any, env: Any, games: int, seed: int) -> dict[str, Any]:
+def row(a: Any, b: Any, env: Any, games: int, seed: int, opening_moves: int = 0) -> dict[str, Any]:
     """One match of `games` games of agent `a` against agent `b`, summarised."""
     start = time.perf_counter()
-    r = play_match(env, a, b, jax.random.PRNGKey(seed), num_games=games)
+    key = jax.random.PRNGKey(seed)
+    r = play_match(env, a, b, key, num_games=games, opening_moves=opening_moves)
     low, high = points_interval(r)
     return {
         "a": a.name,
@@ -96,6 +104,18 @@ def quality_row(agent: Any, env: Any, positions: Any, seed: int) -> dict[str, An
     }
 
 
+def go_rows(args: argparse.Namespace) -> None:
+    """`--go-run`: the run's agent against GNU Go at each level, a row each."""
+    loaded = turbozero.load_agent(args.go_run, args.simulations)
+    meta = json.loads((Path(args.go_run) / "summary.json").read_text())
+    trained = {"epochs": meta.get("epochs"), "minutes": round(meta.get("wall_seconds", 0) / 60, 1)}
+    emit({"bench": "engines", "game": loaded.env.name, **machine()})
+    for level in args.go_levels:
+        engine = make_opponent(loaded.env, f"gnugo:{level}")
+        out = row(loaded.agent, engine, loaded.env, args.games, args.seed, args.opening_moves)
+        emit({**out, "agent": args.go_run, "opening_moves": args.opening_moves, **trained})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", type=int, default=100)
@@ -104,7 +124,13 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=None)
     parser.add_argument("--positions", type=int, default=200)
     parser.add_argument("--quality-simulations", type=int, nargs="*", default=None)
+    parser.add_argument("--go-run", help="a Go run directory: its agent against GNU Go only")
+    parser.add_argument("--go-levels", type=int, nargs="+", default=[1])
+    parser.add_argument("--opening-moves", type=int, default=2)
     args = parser.parse_args()
+    if args.go_run:
+        go_rows(args)
+        return
     env = turbozero.envs.make("backgammon")
     emit({"bench": "engines", **machine()})
     for a, b in LADDER:

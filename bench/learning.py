@@ -66,6 +66,7 @@ from turbozero.arena.accuracy import (
     positions_for,
 )
 from turbozero.config import SEED_MAX, get_preset
+from turbozero.games import game_spec
 from turbozero.search.puct import FIRST_PLAY_VALUES, FPU_REDUCTION_MAX
 
 #: overrides that turn today's preset into the recipe it had before the strength work
@@ -161,7 +162,8 @@ def judge_run(
                     f"{option} is an option of PUCT; {run} searches with {cfg.search.selector}"
                 )
         own = cfg.eval_accuracy_positions
-        if num_positions is not None and loaded.env.name.removeprefix("pgx:") != "connect_four":
+        judge = getattr(game_spec(loaded.env.name), "judge", None)
+        if num_positions is not None and not (judge is not None and judge.sized):
             raise SystemExit(f"--play-positions: {run} plays {loaded.env.name}, whose set is fixed")
         positions = positions_for(loaded.env.name, num_positions=num_positions or own)
         fresh = PositionSet(

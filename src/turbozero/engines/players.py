@@ -241,8 +241,11 @@ def go_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
         ValueError: `env` is not pgx's Go.
         FileNotFoundError: the engine's program is not installed.
     """
+    from turbozero.games.core import game_spec
+
+    game = game_spec(env.name)
     size = round((env.num_actions - 1) ** 0.5)
-    if not env.name.removeprefix("pgx:").startswith("go_") or size * size + 1 != env.num_actions:
+    if game is None or "gtp" not in game.engines or size * size + 1 != env.num_actions:
         raise ValueError(f"{spec} plays Go only, not {env.name!r}")
     go_engine(spec, size)  # (a missing program is named here, not inside a compiled match)
     return make_agent(GoEnginePolicy(env, spec, size), None, name=name or spec)

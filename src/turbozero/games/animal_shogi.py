@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from turbozero.config import register_preset
-from turbozero.games.core import GameSpec, _register_builtin
+from turbozero.games.core import GameSpec, register_game
 
 if TYPE_CHECKING:
     from turbozero.alphazero.config import AlphaZeroConfig
 
 
-GAME = _register_builtin(GameSpec(name="animal_shogi", description="Animal shogi, 3x4 (2 players)"))
+GAME = register_game(GameSpec(name="animal_shogi", description="Animal shogi, 3x4 (2 players)"))
 
 
 @register_preset(

@@ -44,7 +44,7 @@ import numpy as np
 import pgx.backgammon as bg
 
 from turbozero.config import register_preset
-from turbozero.games.core import Board, GameSpec, Judge, Page, _register_builtin
+from turbozero.games.core import Board, GameSpec, Judge, Page, register_game
 from turbozero.types import Array, PRNGKey
 
 if TYPE_CHECKING:
@@ -492,7 +492,7 @@ def _quality(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict[str, 
     }
 
 
-GAME_SPEC = _register_builtin(
+GAME_SPEC = register_game(
     GameSpec(
         name=GAME,
         description="Backgammon (2 players, dice as chance events: 36 ordered rolls)",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from turbozero.games.core import GameSpec, _register_builtin
+from turbozero.games.core import GameSpec, register_game
 
-CHESS = _register_builtin(GameSpec(name="chess", description="Chess (2 players)"))
-GARDNER = _register_builtin(
+CHESS = register_game(GameSpec(name="chess", description="Chess (2 players)"))
+GARDNER = register_game(
     GameSpec(name="gardner_chess", description="Gardner minichess, 5x5 (2 players)")
 )

@@ -30,8 +30,9 @@ from turbozero.games.core import (
     Board,
     GameSpec,
     Judge,
-    _register_builtin,
     grid_cells,
+    register_game,
+    solver_measure,
 )
 from turbozero.io.errors import MissingExtraError
 from turbozero.types import Params, PRNGKey, PyTree
@@ -218,13 +219,7 @@ def _positions(env: Env, num_positions: int, seed: int) -> PositionSet:
     return labelled_positions(num_positions, seed=seed)
 
 
-def _measure(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict[str, float]:
-    from turbozero.arena.accuracy import solver_metrics
-
-    return solver_metrics(env, agent, positions, key)
-
-
-GAME = _register_builtin(
+GAME = register_game(
     GameSpec(
         name="connect_four",
         description="Connect Four, 6x7 (2 players, 7 actions)",
@@ -237,7 +232,7 @@ GAME = _register_builtin(
             coordinates=True,
         ),
         perfect=perfect_connect_four_agent,
-        judge=Judge("a solver", _positions, _measure),
+        judge=Judge("a solver", _positions, solver_measure),
     )
 )
 

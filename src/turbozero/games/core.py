@@ -199,18 +199,18 @@ def _load_builtin() -> None:
         importlib.import_module(f"turbozero.games.{module}")
 
 
-def _register_builtin(spec: GameSpec) -> GameSpec:
-    """`register_game` for the built-in modules, while they load."""
-    if spec.name in _GAMES:
-        raise ValueError(f"game {spec.name!r} is registered twice")
-    _GAMES[spec.name] = spec
-    return spec
+def solver_measure(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict[str, float]:
+    """`Judge.measure` of the games a solver labels (`turbozero.arena.accuracy.solver_metrics`,
+    imported when first measured)."""
+    from turbozero.arena.accuracy import solver_metrics
+
+    return solver_metrics(env, agent, positions, key)
 
 
 def all_games() -> dict[str, GameSpec]:
-    """Every registered game by name, the built-in ones first."""
+    """Every registered game by name, in the names' order (whichever file registered first)."""
     _load_builtin()
-    return dict(_GAMES)
+    return dict(sorted(_GAMES.items()))
 
 
 def game_spec(env_name: str) -> GameSpec | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from turbozero.config import register_preset
-from turbozero.games.core import GO_LETTERS, Board, Cell, GameSpec, _register_builtin
+from turbozero.games.core import GO_LETTERS, Board, Cell, GameSpec, register_game
 
 if TYPE_CHECKING:
     from turbozero.alphazero.config import AlphaZeroConfig
@@ -82,7 +82,7 @@ def engine_agent(env: Env, spec: str) -> Agent:
 
 
 GAMES = tuple(
-    _register_builtin(
+    register_game(
         GameSpec(
             name=f"go_{n}x{n}",
             description=f"Go, {n}x{n} (2 players, {n * n + 1} actions incl. pass)",

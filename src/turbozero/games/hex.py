@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from turbozero.config import register_preset
-from turbozero.games.core import Board, Cell, GameSpec, _register_builtin, square_label
+from turbozero.games.core import Board, Cell, GameSpec, register_game, square_label
 
 if TYPE_CHECKING:
     from turbozero.alphazero.config import AlphaZeroConfig
@@ -29,7 +29,7 @@ def hex_cells(n: int = SIZE, side: float = 15.0) -> list[Cell]:
     ]
 
 
-GAME = _register_builtin(
+GAME = register_game(
     GameSpec(
         name="hex",
         description="Hex, 11x11 (2 players, 122 actions incl. swap)",

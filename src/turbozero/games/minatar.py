@@ -3,10 +3,10 @@ cars, fish), so the search does not reuse subtrees."""
 
 from __future__ import annotations
 
-from turbozero.games.core import GameSpec, _register_builtin
+from turbozero.games.core import GameSpec, register_game
 
 GAMES = tuple(
-    _register_builtin(
+    register_game(
         GameSpec(name=f"minatar-{name}", description=f"MinAtar {title} (1 player)", stochastic=True)
     )
     for name, title in (

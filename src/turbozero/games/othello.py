@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from turbozero.config import register_preset
-from turbozero.games.core import Board, GameSpec, _register_builtin, grid_cells, square_label
+from turbozero.games.core import Board, GameSpec, grid_cells, register_game, square_label
 
 if TYPE_CHECKING:
     from turbozero.alphazero.config import AlphaZeroConfig
 
 
-GAME = _register_builtin(
+GAME = register_game(
     GameSpec(
         name="othello",
         description="Othello, 8x8 (2 players, 65 actions incl. pass)",

@@ -18,7 +18,7 @@ import numpy as np
 import pgx.play2048 as p2048
 
 from turbozero.config import register_preset
-from turbozero.games.core import LETTERS, Board, GameSpec, Page, _register_builtin
+from turbozero.games.core import LETTERS, Board, GameSpec, Page, register_game
 from turbozero.types import Array, PRNGKey
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def chance_rules() -> ChanceRules:
     return ChanceRules(32, decide, probabilities, resolve, sample)
 
 
-GAME = _register_builtin(
+GAME = register_game(
     GameSpec(
         name="2048",
         description="2048 (1 player, 4 actions, new tiles as chance events: 16 cells x {2, 4})",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from turbozero.games.core import GameSpec, _register_builtin
+from turbozero.games.core import GameSpec, register_game
 
-GAME = _register_builtin(GameSpec(name="shogi", description="Shogi (2 players)"))
+GAME = register_game(GameSpec(name="shogi", description="Shogi (2 players)"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -26,8 +26,9 @@ from turbozero.games.core import (
     Board,
     GameSpec,
     Judge,
-    _register_builtin,
     grid_cells,
+    register_game,
+    solver_measure,
     square_label,
 )
 from turbozero.types import Array, Params, PRNGKey, PyTree
@@ -174,13 +175,7 @@ def _positions(env: Env, num_positions: int, seed: int) -> PositionSet:
     return all_positions()
 
 
-def _measure(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict[str, float]:
-    from turbozero.arena.accuracy import solver_metrics
-
-    return solver_metrics(env, agent, positions, key)
-
-
-GAME = _register_builtin(
+GAME = register_game(
     GameSpec(
         name="tic_tac_toe",
         description="Tic-tac-toe, 3x3 (2 players, 9 actions)",
@@ -193,7 +188,7 @@ GAME = _register_builtin(
             coordinates=True,
         ),
         perfect=perfect_tic_tac_toe_agent,
-        judge=Judge("a solver", _positions, _measure, sized=False),
+        judge=Judge("a solver", _positions, solver_measure, sized=False),
     )
 )
 

@@ -208,9 +208,9 @@ def solver_measure(env: Env, agent: Agent, positions: Any, key: PRNGKey) -> dict
 
 
 def all_games() -> dict[str, GameSpec]:
-    """Every registered game by name, in the names' order (whichever file registered first)."""
+    """Every registered game by name, in the order they were registered."""
     _load_builtin()
-    return dict(sorted(_GAMES.items()))
+    return dict(_GAMES)
 
 
 def game_spec(env_name: str) -> GameSpec | None:

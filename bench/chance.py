@@ -147,7 +147,9 @@ def train_or_load(game: str, args: argparse.Namespace, out: Path) -> tuple[Any, 
 
     if args.run is None:
         preset = PRESETS[game]
-        config = get_preset(preset).make().with_overrides([*args.set, f"seed={args.seed}"])
+        config = (
+            get_preset(preset).make().with_overrides([*args.set, f"seed={args.seed}"]).resolved()
+        )
         if args.budget is not None:
             config = config.with_overrides([f"max_wall_seconds={args.budget}"])
         summary = train(config, out, preset=preset, progress=False)

@@ -91,7 +91,6 @@ BASELINES: dict[str, list[str]] = {
         "network.value_bins=0",
         "overlap=false",
         "ema_decay=0",
-        "ema_selfplay=true",
         "search.fpu=zero",
     ],
 }
@@ -107,6 +106,7 @@ def run_recipe(
         get_preset(preset)
         .make()
         .with_overrides([*overrides, f"max_wall_seconds={budget}", f"seed={seed}"])
+        .resolved()
     )
     summary = train(config, out, preset=preset, progress=False)
     loaded = turbozero.load_agent(out, which="latest")

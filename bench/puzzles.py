@@ -48,7 +48,7 @@ def run_preset(
     """Train `preset` for at most `budget` seconds (None: its own); its returns row."""
     from turbozero.alphazero.train import train
 
-    config = get_preset(preset).make().with_overrides([*overrides, f"seed={seed}"])
+    config = get_preset(preset).make().with_overrides([*overrides, f"seed={seed}"]).resolved()
     if budget is not None:
         config = config.with_overrides([f"max_wall_seconds={budget}"])
     summary = train(config, out, preset=preset, progress=False)

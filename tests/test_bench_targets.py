@@ -392,3 +392,55 @@ def test_the_learning_bench_runs_the_seeds_from_its_first_seed_on(monkeypatch, c
             learning.main(["--first-seed", str(2**32 - 1), "--seeds", "2"])
     assert asked == [(2, "candidate2"), (2, "baseline2"), (3, "candidate3"), (3, "baseline3")]
     assert "must be <= 4294967295" in capsys.readouterr().err
+
+
+def test_the_transfer_benchmark_trains_both_recipes_and_plays_every_match(tmp_path):
+    """`bench/transfer.py` through its command line at toy sizes: a row per run (the old side
+    with the first recipe's overrides) and a row per match, each match with its games played
+    and a score inside its interval."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "transfer.py"),
+            "--game",
+            "othello",
+            "--budget",
+            "15",
+            "--games",
+            "4",
+            "--mcts",
+            "4",
+            "--mcts-games",
+            "2",
+            "--simulations",
+            "4",
+            "--keep",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    runs = [r for r in rows if "side" in r]
+    assert [r["side"] for r in runs] == ["new", "old"]
+    assert "learning_rate=0.001" in runs[1]["overrides"] and runs[0]["epochs"] >= 1
+    old = json.loads((tmp_path / "othello-old" / "config.json").read_text())["config"]
+    new = json.loads((tmp_path / "othello-new" / "config.json").read_text())["config"]
+    assert (old["root_value_weight"], new["root_value_weight"]) == (0.0, 0.75)
+    assert (old["network"]["value_bins"], new["network"]["value_bins"]) == (0, 3)
+    matches = [r for r in rows if "score" in r]
+    assert [(m["a"], m["b"]) for m in matches] == [
+        ("new", "old"),
+        ("new", "mcts:4"),
+        ("old", "mcts:4"),
+    ]
+    assert [m["games"] for m in matches] == [4, 2, 2]
+    for m in matches:
+        assert m["score_low"] <= m["score"] <= m["score_high"]
+        assert m["wins"] + m["draws"] + m["losses"] == m["games"]

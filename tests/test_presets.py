@@ -248,8 +248,8 @@ def test_simulation_counts_a_tree_cannot_hold_are_refused_by_their_own_name(sett
 
 def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
     """A run directory's config.json from before `eval_accuracy`, `eval_accuracy_positions` and
-    `root_value_weight` existed (and the later `root_value` and head widths): the class defaults
-    of the new fields are what it ran with."""
+    `root_value_weight` existed (and the later `root_value` and head widths): the new fields are
+    read at what it ran with (their defaults then, `AlphaZeroConfig.BEFORE` where they moved)."""
     import shutil
 
     from turbozero.alphazero.config import AlphaZeroConfig
@@ -258,8 +258,10 @@ def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
     stored = Path(__file__).parent / "alphazero" / "data" / "config_before_accuracy.json"
     saved = json.loads(stored.read_text())
     assert "eval_accuracy" not in saved["config"] and "root_value_weight" not in saved["config"]
-    config = AlphaZeroConfig.from_dict(saved["config"])
+    config = AlphaZeroConfig.from_record(saved["config"])
     assert config.eval_accuracy is False and config.root_value_weight == 0.0
+    # (today's defaults differ: the run is read at the values it ran with)
+    assert AlphaZeroConfig().root_value_weight == 0.75 and config.ema_decay == 0.0
     assert config.search.chance_widening == 1.0
     assert "root_value" not in saved["config"]
     assert "value_channels" not in saved["config"]["network"]
@@ -270,7 +272,7 @@ def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
 
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(stored, Path(tmp) / "config.json")
-        again = AlphaZeroConfig.from_dict(RunDir(tmp).read_config("alphazero")["config"])
+        again = AlphaZeroConfig.from_record(RunDir(tmp).read_config("alphazero")["config"])
     assert again == config
 
 
@@ -413,3 +415,41 @@ def _as_set(shown: str) -> str:
     if value is None:
         return "none"
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def test_the_defaults_left_to_the_game_are_chosen_from_it_when_resolved():
+    """None settings: a win/draw/loss head where the game can be drawn, a scalar value where it
+    cannot; every move sampled; 64 epochs of play kept; 4x self-play's search at play; an
+    unvisited move at the network's value under puct and by the selector's own rule otherwise."""
+    from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
+
+    base = AlphaZeroConfig(env="connect_four", max_episode_steps=42)
+    assert base.network.value_bins is None and base.temperature_moves is None
+    c4 = base.resolved()
+    assert c4.network.value_bins == 3 and c4.temperature_moves == 42
+    assert c4.memory_capacity == 64 * c4.collection_steps_per_epoch
+    assert c4.eval_simulations == 4 * c4.search.num_simulations and c4.search.fpu == "network"
+    for env in ("hex", "2048", "go_9x9"):
+        assert AlphaZeroConfig(env=env).resolved().network.value_bins == 0, env
+    gumbel = AlphaZeroConfig(env="hex", search=SearchConfig(selector="gumbel")).resolved()
+    assert gumbel.search.fpu == "zero"
+    huge = AlphaZeroConfig(search=SearchConfig(num_simulations=2**23, max_nodes=2**24))
+    assert huge.resolved().eval_simulations == 2**24 - 1
+    # what is set stays set, and resolving twice changes nothing
+    mine = AlphaZeroConfig(env="connect_four", temperature_moves=3, eval_simulations=0)
+    assert mine.resolved().temperature_moves == 3 and mine.resolved().eval_simulations == 0
+    assert c4.resolved() == c4
+
+
+def test_a_recorded_config_without_a_moved_default_reads_the_value_it_ran_with():
+    """`from_record` fills what a run's config.json lacks from `BEFORE`, nested keys included;
+    `from_dict` (a user's own JSON) takes today's defaults."""
+    from turbozero.alphazero.config import AlphaZeroConfig
+
+    record = AlphaZeroConfig(env="connect_four").resolved().to_dict()
+    del record["search"]["fpu"], record["network"]["value_bins"]
+    del record["ema_decay"], record["ema_selfplay"]
+    old = AlphaZeroConfig.from_record(record)
+    assert (old.search.fpu, old.network.value_bins, old.ema_decay) == ("zero", 0, 0.0)
+    new = AlphaZeroConfig.from_dict(record)
+    assert (new.search.fpu, new.network.value_bins, new.ema_decay) == (None, None, 0.9995)

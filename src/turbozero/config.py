@@ -7,6 +7,7 @@ compiled program). Every config class validates its own ranges in `validate()`, 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
@@ -97,6 +98,10 @@ class Config:
     #: them off: read at that value they are dropped (the run loads as before); at another the
     #: run is refused in one line
     REMOVED: ClassVar[dict[str, Any]] = {}
+    #: settings whose default changed, at the value a run ran with before (`from_record`):
+    #: a run's config.json that predates such a setting is read at it, not at today's default
+    #: (dotted keys for nested configs, `search.fpu`)
+    BEFORE: ClassVar[dict[str, Any]] = {}
     #: the flat settings in named sections (`group: fields`), as `turbozero config` lists them;
     #: `--set group.key=v` names a field by its section, without the section's own prefix
     #: (`selfplay.num_games`, `eval.games` for `eval_games`). config.json keeps them flat, so
@@ -146,6 +151,22 @@ class Config:
                 v = list(v)
             out[f.name] = v
         return out
+
+    @classmethod
+    def from_record(cls: type[C], data: Mapping[str, Any]) -> C:
+        """Build from a run directory's recorded config: what it lacks of `BEFORE` is read at
+        the value it ran with (the run loads and resumes as it was), the rest as `from_dict`."""
+        record = copy.deepcopy(dict(data))
+        for dotted, value in cls.BEFORE.items():
+            *path, key = dotted.split(".")
+            level = record
+            for part in path:
+                level = level.setdefault(part, {})
+                if not isinstance(level, dict):
+                    break  # (a malformed record: `from_dict` says what is wrong with it)
+            else:
+                level.setdefault(key, value)
+        return cls.from_dict(record)
 
     @classmethod
     def from_dict(cls: type[C], data: Mapping[str, Any], *, _prefix: str = "") -> C:

@@ -174,7 +174,7 @@ class _AlphaZeroEvaluator:
         s = self.action_selector
         rule: dict[str, Any]
         if isinstance(s, PUCTSelector):
-            rule = {"selector": "puct", "c_puct": s.c}
+            rule = {"selector": "puct", "c_puct": s.c, "fpu": "zero"}  # (the tutorial's rule)
         elif isinstance(s, MuZeroPUCTSelector):
             rule = {"selector": "muzero_puct", "pb_c_init": s.c1, "pb_c_base": s.c2}
         elif isinstance(s, GumbelSelector):
@@ -432,6 +432,10 @@ class Trainer:
             elo_pool_size=elo_pool,
             elo_games_per_opponent=elo_games,
             wandb_project=wandb_project_name or None,
+            # the tutorial's trainer as it was: outcome targets, no weight average, in turn
+            root_value_weight=0.0,
+            ema_decay=0.0,
+            overlap=False,
         )
 
     def parts(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""The weights' moving average (`ema_decay`): the trainer keeps it beside the trained weights,
-and it, not the trained weights, plays: in self-play (unless `ema_selfplay=false`), in
-evaluations and as the saved agent (the run, its exact resume and the loaded agent:
-tests/alphazero/test_train_run.py; several devices: tests/alphazero/test_durable.py)."""
+"""The weights' moving average (`ema_decay`, on by default): the trainer keeps it beside the
+trained weights, and it, not the trained weights, plays: in evaluations and as the saved agent
+(the run, its exact resume and the loaded agent: tests/alphazero/test_train_run.py; several
+devices: tests/alphazero/test_durable.py), and in self-play with `ema_selfplay=true` (by default
+self-play takes the trained weights)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from turbozero.alphazero import make_alphazero
 from turbozero.alphazero.trainer import acting_params
 from turbozero.config import ConfigError
 
-EMA = TINY.with_overrides(["ema_decay=0.9"])
+EMA = TINY.with_overrides(["ema_decay=0.9", "ema_selfplay=true"])
 
 
 def _close(a, b):
@@ -68,9 +69,10 @@ def test_self_play_plays_with_the_average_not_the_trained_weights(trained):
     assert acting_params(state.replace(ema=None)) is state.params
 
 
-def test_by_default_there_is_no_average_and_the_state_holds_what_it_held_before():
-    state = make_alphazero(TINY).init(jax.random.PRNGKey(0))
+def test_without_a_decay_there_is_no_average_and_the_state_holds_what_it_held_before():
+    state = make_alphazero(TINY.with_overrides(["ema_decay=0"])).init(jax.random.PRNGKey(0))
     assert state.ema is None
+    assert make_alphazero(TINY).init(jax.random.PRNGKey(0)).ema is not None  # the default
     with_ema = make_alphazero(EMA).init(jax.random.PRNGKey(0))
     n = len(jax.tree_util.tree_leaves(state))
     assert len(jax.tree_util.tree_leaves(with_ema)) == n + len(
@@ -99,6 +101,10 @@ def test_with_ema_selfplay_false_self_play_plays_the_trained_weights(trained):
     assert acting_params(state) is state.ema
 
 
-def test_ema_selfplay_false_without_an_average_is_refused_naming_both_settings():
-    with pytest.raises(ConfigError, match=r"ema_selfplay=false .* ema_decay in \(0, 1\)"):
-        TINY.with_overrides(["ema_selfplay=false"])
+def test_ema_selfplay_true_without_an_average_is_refused_for_a_new_run_naming_both_settings():
+    """A run recorded before the average was on by default holds `ema_decay=0` with
+    `ema_selfplay=true` and still loads; a run about to start with them is told."""
+    old = TINY.with_overrides(["ema_decay=0", "ema_selfplay=true"])  # (reads back as it was)
+    with pytest.raises(ConfigError, match=r"ema_selfplay=true .* ema_decay in \(0, 1\)"):
+        old.check_new_run(2)
+    TINY.with_overrides(["ema_decay=0"]).check_new_run(2)  # (self-play takes the weights)

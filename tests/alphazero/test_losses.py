@@ -130,14 +130,14 @@ def test_two_hot_puts_mass_on_the_two_neighbouring_bins():
 
 @pytest.mark.parametrize("kind", ["mlp", "resnet"])
 def test_one_player_value_heads_are_unbounded_and_two_player_heads_tanh(kind):
-    """One-player returns (scaled by `value_scale`) can exceed 1: neither network may squash
+    """One-player returns (scaled by `value_scale`) can exceed 1: neither scalar head may squash
     them through tanh; two-player outcomes stay in [-1, 1]."""
 
     from turbozero import envs
     from turbozero.alphazero import AlphaZeroConfig, NetworkConfig
     from turbozero.alphazero.trainer import make_network
 
-    net = NetworkConfig(kind=kind, hidden=(8,), num_blocks=1, num_channels=4)
+    net = NetworkConfig(kind=kind, hidden=(8,), num_blocks=1, num_channels=4, value_bins=0)
     for name, bounded in (("2048", False), ("tic_tac_toe", True)):
         env = envs.make(name)
         module = make_network(AlphaZeroConfig(env=name, network=net), env)

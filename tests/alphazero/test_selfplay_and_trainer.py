@@ -134,7 +134,9 @@ def test_the_configured_rule_values_unvisited_moves_as_search_fpu_says_in_play_t
     )
     assert rule.options["fpu"] == rule.without_noise().options["fpu"] == "network"
     assert rule.options["fpu_reduction"] == rule.without_noise().options["fpu_reduction"] == 0.25
-    assert make_selector(TINY.search).options["fpu"] == "zero"  # the class default
+    assert make_selector(TINY.search).options["fpu"] == "network"  # the default under puct
+    gumbel = TINY.with_overrides(["search.selector=gumbel"]).search
+    assert "fpu" not in make_selector(gumbel).options  # (its own rule for unvisited moves)
     assert make_selector(TINY.search).options["fpu_reduction"] == 0.0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from turbozero.config import (
     SEED_MAX,
@@ -19,6 +19,27 @@ from turbozero.search.puct import FIRST_PLAY_VALUES, FPU_REDUCTION_MAX
 from turbozero.search.search import MAX_NODES
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
+T = TypeVar("T")
+
+
+def module_value_bins(module: Any) -> int:
+    """The value bins of a network given instead of the config's: `PolicyValueMLP.value_bins`,
+    `AZResnet.config.value_bins`, else 0 (a scalar value, as a network of one's own has)."""
+    for holder in (module, getattr(module, "config", None)):
+        bins = getattr(holder, "value_bins", None)
+        if isinstance(bins, int):
+            return bins
+    return 0
+
+
+def settled(value: T | None, name: str) -> T:
+    """A setting of a resolved config (`AlphaZeroConfig.resolved`); an error names one left to
+    the game in a config that was not resolved."""
+    if value is None:
+        raise ConfigError(
+            f"{name} is left to the game (None) in a config not resolved: pass config.resolved()"
+        )
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +53,9 @@ class NetworkConfig(Config):
     num_channels: int = 16
     hidden: tuple[int, ...] = (128, 128)
     norm: str = "batch"  # batch | layer
-    value_bins: int = 0  # 0: scalar value (tanh for 2 players) + MSE; >= 2: categorical bins
+    # None: from the game (3, win/draw/loss, where it can be drawn; else 0); 0: a scalar value
+    # (tanh for 2 players) learnt by MSE; >= 2: categorical bins learnt by cross-entropy
+    value_bins: int | None = None
     policy_channels: int = 2  # resnet: channels of the policy head's 1x1 convolution
     value_channels: int = 1  # resnet: channels of the value head's 1x1 convolution
     line_features: bool = False  # resnet, k-in-a-row games: also read each cell's open lines
@@ -52,7 +75,7 @@ class NetworkConfig(Config):
                     f"network.kind={self.kind!r} has none: set network.kind=resnet or leave "
                     f"network.{name} out"
                 )
-        if self.value_bins == 1 or self.value_bins < 0:
+        if self.value_bins is not None and (self.value_bins == 1 or self.value_bins < 0):
             raise ConfigError(
                 f"network.value_bins must be 0 (a scalar value) or >= 2 (categorical bins), "
                 f"got {self.value_bins}"
@@ -85,7 +108,9 @@ class SearchConfig(Config):
     fast_simulations: int = 0  # 0: off; else the cheap search of playout cap randomisation
     full_fraction: float = 0.25  # with fast_simulations: share of self-play moves searched in full
     forced_playouts: float = 0.0  # puct rules: KataGo's k (2 there); 0: off; targets pruned
-    fpu: str = "zero"  # puct: an unvisited move's Q: zero (a draw) | node | network (its value)
+    # puct: an unvisited move's Q: zero (a draw) | node | network (its value); None: network
+    # with puct, zero with the other selectors (they value unvisited moves by their own rule)
+    fpu: str | None = None
     fpu_reduction: float = 0.0  # puct: subtracted from the Q search.fpu gives, in [0, 2]
 
     def validate(self) -> None:
@@ -108,9 +133,10 @@ class SearchConfig(Config):
         )
         check_range("search.full_fraction", self.full_fraction, low=0, high=1, low_inclusive=False)
         check_range("search.forced_playouts", self.forced_playouts, low=0)
-        check_choice("search.fpu", self.fpu, list(FIRST_PLAY_VALUES))
+        if self.fpu is not None:
+            check_choice("search.fpu", self.fpu, list(FIRST_PLAY_VALUES))
         check_range("search.fpu_reduction", self.fpu_reduction, low=0, high=FPU_REDUCTION_MAX)
-        if (self.fpu != "zero" or self.fpu_reduction) and self.selector != "puct":
+        if (self.fpu not in (None, "zero") or self.fpu_reduction) and self.selector != "puct":
             raise ConfigError(
                 f"search.fpu={self.fpu} and search.fpu_reduction={self.fpu_reduction} apply to "
                 f"the puct selector ({self.selector} values unvisited moves by its own rule): set "
@@ -121,6 +147,13 @@ class SearchConfig(Config):
                 "search.forced_playouts applies to the puct and muzero_puct selectors (gumbel "
                 "plans its own root visits): set it to 0 or choose another search.selector"
             )
+
+    def resolved(self) -> SearchConfig:
+        """`fpu` filled in where left open: the network's value under `puct`, zero (unused) for
+        the other selectors, which value unvisited moves by their own rule."""
+        if self.fpu is not None:
+            return self
+        return dataclasses.replace(self, fpu="network" if self.selector == "puct" else "zero")
 
     def capacity_warning(self, chance_nodes: bool = False) -> str | None:
         """One line when a search cannot expand a node for every simulation (the tree fills and
@@ -145,6 +178,20 @@ class AlphaZeroConfig(Config):
     #: removed settings, at the value that left them off (`Config.REMOVED`): `root_value=best`
     #: (the Q of the most visited move as the value target's search share) was not kept
     REMOVED: ClassVar[dict[str, Any]] = {"root_value": "mean"}
+    #: the first recipe's values of the settings whose default became the Connect Four recipe's
+    #: (a run recorded before one of them existed ran with these)
+    BEFORE: ClassVar[dict[str, Any]] = {
+        "temperature_moves": 10,
+        "memory_capacity": 128,
+        "learning_rate": 1e-3,
+        "root_value_weight": 0.0,
+        "ema_decay": 0.0,
+        "ema_selfplay": True,
+        "overlap": False,
+        "eval_simulations": 0,
+        "network.value_bins": 0,
+        "search.fpu": "zero",
+    }
     GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
         "run": (
             "env",
@@ -211,34 +258,37 @@ class AlphaZeroConfig(Config):
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
     temperature: float = 1.0
-    temperature_moves: int = 10
+    temperature_moves: int | None = None  # moves sampled from the visits; None: every move
     opening_moves: int = 0  # self-play games start after 0..this many random moves; 0: off
     max_episode_steps: int = 512
-    memory_capacity: int = 128  # positions per game, times (1 + symmetries) with augment
+    # positions per game, times (1 + symmetries) with augment; None: 64 epochs of self-play
+    # (64 * collection_steps_per_epoch)
+    memory_capacity: int | None = None
     truncation: str = "drop"  # drop | bootstrap
     augment: bool = False  # store board symmetries as extra positions
-    learning_rate: float = 1e-3
+    learning_rate: float = 2e-3
     lr_warmup_steps: int = 0
     lr_decay_steps: int = 0  # 0: constant; else a cosine to lr_final * learning_rate over these
     lr_final: float = 0.1  # the decayed learning rate's fraction of learning_rate
     l2: float = 1e-4
-    ema_decay: float = 0.0  # 0: off; else the weights' moving average (per step) plays
-    ema_selfplay: bool = True  # with ema_decay: false, the trained weights play self-play
+    ema_decay: float = 0.9995  # 0: off; else the weights' moving average (per step) plays
+    ema_selfplay: bool = False  # with ema_decay: true, the average plays self-play too
     max_grad_norm: float = 1.0
     value_weight: float = 1.0
     value_scale: float = 1.0
-    root_value_weight: float = 0.0  # value target: (1 - w) * outcome + w * search root value
+    root_value_weight: float = 0.75  # value target: (1 - w) * outcome + w * search root value
     reanalyse_positions: int = 0  # stored positions searched again per epoch; 0: off
     train_batch_size: int = 256
     warmup_steps: int = 8  # self-play steps before the first epoch
     collection_steps_per_epoch: int = 16
     train_steps_per_epoch: int = 32
-    overlap: bool | None = False  # self-play on a 2nd thread beside the steps; None: on 1 device
+    overlap: bool | None = None  # self-play on a 2nd thread beside the steps; None: on 1 device
     num_epochs: int = 20
     max_wall_seconds: float = 0.0  # 0: no limit; else stop (and save) after this much training
     eval_every: int = 1
     eval_games: int = 64
-    eval_simulations: int = 0  # 0: the self-play simulation count
+    # simulations at play (evaluations, eval, play); 0: self-play's; None: 4x self-play's
+    eval_simulations: int | None = None
     eval_opponents: tuple[str, ...] = ("random",)  # random, perfect, mcts:N, engines, best, network
     eval_accuracy: bool = False  # accuracy vs a solver (tic_tac_toe, connect_four); backgammon:
     # gnubg's error rate (millipoints a move) and share of its best plays, at 0 ply
@@ -277,10 +327,12 @@ class AlphaZeroConfig(Config):
         check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)
-        check_range("temperature_moves", self.temperature_moves, low=0)
+        if self.temperature_moves is not None:
+            check_range("temperature_moves", self.temperature_moves, low=0)
         check_range("opening_moves", self.opening_moves, low=0)
         check_range("max_episode_steps", self.max_episode_steps, low=1)
-        check_range("memory_capacity", self.memory_capacity, low=1)
+        if self.memory_capacity is not None:
+            check_range("memory_capacity", self.memory_capacity, low=1)
         check_choice("truncation", self.truncation, ["drop", "bootstrap"])
         check_range("learning_rate", self.learning_rate, low=0, low_inclusive=False)
         check_range("lr_warmup_steps", self.lr_warmup_steps, low=0)
@@ -288,12 +340,6 @@ class AlphaZeroConfig(Config):
         check_range("lr_final", self.lr_final, low=0, high=1)
         check_range("l2", self.l2, low=0)
         check_range("ema_decay", self.ema_decay, low=0, high=1, high_inclusive=False)
-        if not self.ema_selfplay and not self.ema_decay:
-            raise ConfigError(
-                "ema_selfplay=false gives self-play the trained weights instead of their "
-                "moving average, and there is none: set ema_decay in (0, 1) or leave "
-                "ema_selfplay out"
-            )
         check_range("max_grad_norm", self.max_grad_norm, low=0, low_inclusive=False)
         check_range("value_scale", self.value_scale, low=0, low_inclusive=False)
         check_range("value_weight", self.value_weight, low=0)
@@ -309,7 +355,8 @@ class AlphaZeroConfig(Config):
         check_range("eval_games", self.eval_games, low=2)
         if self.eval_games % 2:
             raise ValueError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
-        check_range("eval_simulations", self.eval_simulations, low=0, high=MAX_NODES - 1)
+        if self.eval_simulations is not None:
+            check_range("eval_simulations", self.eval_simulations, low=0, high=MAX_NODES - 1)
         check_range("eval_opening_moves", self.eval_opening_moves, low=0)
         check_range("eval_record_games", self.eval_record_games, low=0, high=64)
         check_range("eval_network_opening_moves", self.eval_network_opening_moves, low=0)
@@ -353,6 +400,47 @@ class AlphaZeroConfig(Config):
                 f"env {' or '.join(judged_games())}, not {self.env!r}; leave eval_accuracy out"
             )
 
+    def resolved(self, module: Any = None) -> AlphaZeroConfig:
+        """This config with the settings left to the game (None) filled in, as a run records
+        them in `config.json` (`make_alphazero` and `train` resolve their config first).
+        `module`: a network given instead of the config's; its value head decides
+        `network.value_bins` (its own `value_bins`, else 0: a scalar value).
+
+        The defaults are the recipe measured on Connect Four (docs/configuration.md, "Where the
+        defaults come from"): every move of self-play sampled (`temperature_moves`: the episode's
+        length), 64 epochs of self-play kept (`memory_capacity`), play with 4x self-play's
+        simulations (`eval_simulations`), a win/draw/loss value head for games that can be drawn
+        (`GameSpec.draws`; a scalar value for the others and for one-player scores), and an
+        unvisited move valued at the network's value under `puct` (`search.fpu`).
+        """
+        from turbozero.games import game_spec
+
+        network, search = self.network, self.search.resolved()
+        if network.value_bins is None:
+            spec = game_spec(self.env)
+            bins = 3 if spec is not None and spec.draws else 0
+            network = dataclasses.replace(
+                network, value_bins=bins if module is None else module_value_bins(module)
+            )
+        return dataclasses.replace(
+            self,
+            network=network,
+            search=search,
+            temperature_moves=(
+                self.max_episode_steps if self.temperature_moves is None else self.temperature_moves
+            ),
+            memory_capacity=(
+                64 * self.collection_steps_per_epoch
+                if self.memory_capacity is None
+                else self.memory_capacity
+            ),
+            eval_simulations=(
+                min(4 * search.num_simulations, MAX_NODES - 1)
+                if self.eval_simulations is None
+                else self.eval_simulations
+            ),
+        )
+
     def check_new_run(self, num_players: int | None = None) -> None:
         """Checks for a run about to start, not for one read back: runs written before a
         check existed must still load (`load_agent`, `--resume`). `num_players`: the game's,
@@ -370,6 +458,13 @@ class AlphaZeroConfig(Config):
                         f"game: its evaluation plays the network alone (mean return); leave "
                         f"{name} out"
                     )
+        if self.ema_selfplay and not self.ema_decay:
+            # (runs recorded before the average was on by default hold exactly this: read back,
+            # they load; a new run is told)
+            raise ConfigError(
+                "ema_selfplay=true gives self-play the weights' moving average, and there is "
+                "none (ema_decay=0): set ema_decay in (0, 1) or leave ema_selfplay out"
+            )
         if self.gating_threshold and "best" not in self.eval_opponents:
             raise ConfigError(
                 f"gating_threshold={self.gating_threshold:g} gates on the score against the "
@@ -424,6 +519,12 @@ def minesweeper() -> AlphaZeroConfig:
         eval_every=5,
         eval_games=64,
         eval_opponents=(),
+        eval_simulations=0,
+        root_value_weight=0.0,
+        # (measured before the defaults became the Connect Four recipe; kept as measured)
+        learning_rate=1e-3,
+        ema_decay=0.0,
+        overlap=False,
     )
 
 
@@ -456,4 +557,9 @@ def maze() -> AlphaZeroConfig:
         eval_games=64,
         eval_simulations=128,
         eval_opponents=(),
+        root_value_weight=0.0,
+        # (measured before the defaults became the Connect Four recipe; kept as measured)
+        learning_rate=1e-3,
+        ema_decay=0.0,
+        overlap=False,
     )

@@ -196,7 +196,7 @@ def load_agent(
     saved = rd.read_config()
     if saved["algorithm"] != "alphazero":
         raise ValueError(f"{rd.path} is a {saved['algorithm']!r} run; use turbozero.load_agent")
-    cfg = AlphaZeroConfig.from_dict(saved["config"])
+    cfg = AlphaZeroConfig.from_record(saved["config"]).resolved()
     env, module = _rebuild_parts(rd, saved, cfg, env, module, trust=trust)
     az = make_alphazero(cfg, env=env, module=module)
     example = az.env.observe(az.env.init(jax.random.PRNGKey(0))[0])

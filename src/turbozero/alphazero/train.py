@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.alphazero.config import AlphaZeroConfig
+from turbozero.alphazero.config import AlphaZeroConfig, settled
 from turbozero.alphazero.evaluate import Evaluator
 from turbozero.alphazero.rebuild import record_parts
 from turbozero.alphazero.sharding import Sharder
@@ -489,7 +489,8 @@ class _AlphaZeroRun:
                 f"(truncation={cfg.truncation!r}), so no position can be trained on; raise "
                 f"max_episode_steps to the game's length, or set truncation=bootstrap"
             )
-        filled = int(state.env_steps) >= 2 * cfg.num_games * cfg.memory_capacity
+        capacity = settled(cfg.memory_capacity, "memory_capacity")
+        filled = int(state.env_steps) >= 2 * cfg.num_games * capacity
         if filled and not self.warned_waiting:
             self.warned_waiting = True
             run.log.info(
@@ -629,6 +630,8 @@ def train(
                 f"{config.num_epochs}: it is where to stop early; to train longer, set the "
                 f"config's num_epochs"
             )
+    # config.json records what the game (or a network given in `parts`) chose for the run
+    config = config.resolved((parts or {}).get("module"))
     check_logging_extras(config)  # (before anything is built or written)
     configure_or_say_why()  # joins a multi-host run; the CPU loop option if still possible
     settings = {"config": config.to_dict(), "resume": resume, "num_epochs": num_epochs}

@@ -19,7 +19,7 @@ import optax
 
 from turbozero import envs, struct
 from turbozero.alphazero.augment import check_augment_fns, horizontal_flip, square_symmetries
-from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
+from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig, settled
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.reanalyse import Reanalyse, make_reanalyse
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
@@ -82,6 +82,7 @@ class AlphaZeroSystem(NamedTuple):
 
 def make_selector(s: SearchConfig):
     """The selection rule a `SearchConfig` names, with its settings."""
+    s = s.resolved()
     if s.selector == "puct":
         return puct(
             c_puct=s.c_puct,
@@ -89,7 +90,7 @@ def make_selector(s: SearchConfig):
             dirichlet_fraction=s.dirichlet_fraction,
             normalize_q=False,
             forced_playouts=s.forced_playouts,
-            fpu=s.fpu,
+            fpu=settled(s.fpu, "search.fpu"),
             fpu_reduction=s.fpu_reduction,
         )
     if s.selector == "muzero_puct":
@@ -106,7 +107,7 @@ def make_selector(s: SearchConfig):
 
 
 def make_network(cfg: AlphaZeroConfig, env: Env):
-    n = cfg.network
+    n = cfg.resolved().network
     if n.kind == "resnet":
         return AZResnet(
             AZResnetConfig(
@@ -114,7 +115,7 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
                 num_blocks=n.num_blocks,
                 num_channels=n.num_channels,
                 norm=n.norm,
-                value_bins=n.value_bins,
+                value_bins=settled(n.value_bins, "network.value_bins"),
                 bounded_value=env.num_players == 2,
                 policy_channels=n.policy_channels,
                 value_channels=n.value_channels,
@@ -125,7 +126,7 @@ def make_network(cfg: AlphaZeroConfig, env: Env):
     return PolicyValueMLP(
         num_actions=env.num_actions,
         hidden=n.hidden,
-        value_bins=n.value_bins,
+        value_bins=settled(n.value_bins, "network.value_bins"),
         bounded_value=env.num_players == 2,
     )
 
@@ -210,7 +211,7 @@ def make_alphazero(
     everything else comes from `config`. With a `mesh` of several devices (`Sharder.mesh`),
     each device searches its own games (`turbozero.search.shard_search`).
     """
-    cfg = config
+    cfg = config.resolved(module)  # (the settings left to the game filled in)
     env = env if env is not None else envs.make(cfg.env, reward_fn=cfg.reward_fn)
     module = module if module is not None else make_network(cfg, env)
     support = value_support(cfg)
@@ -219,7 +220,7 @@ def make_alphazero(
     search, fast_search = build_searches(cfg, env, eval_fn, selector, mesh)
     memory = make_episode_buffer(
         num_games=cfg.num_games,
-        capacity=cfg.memory_capacity * (1 + len(augment)),
+        capacity=settled(cfg.memory_capacity, "memory_capacity") * (1 + len(augment)),
         sample_size=cfg.train_batch_size,
         num_players=env.num_players,
         discount=cfg.search.discount,
@@ -231,7 +232,7 @@ def make_alphazero(
         batch_size=cfg.num_games,
         max_episode_steps=cfg.max_episode_steps,
         temperature=cfg.temperature,
-        temperature_moves=cfg.temperature_moves,
+        temperature_moves=settled(cfg.temperature_moves, "temperature_moves"),
         augment_fns=augment,
         fast_search=fast_search,
         full_fraction=cfg.search.full_fraction,
@@ -286,14 +287,14 @@ def validate_alphazero(
     else:
         augment = augmentations(env) if cfg.augment else []
     copies = 1 + len(augment)
-    if cfg.train_batch_size > cfg.num_games * cfg.memory_capacity * copies:
+    capacity = settled(cfg.memory_capacity, "memory_capacity")
+    slots = cfg.num_games * capacity * copies
+    if cfg.train_batch_size > slots:
         raise ConfigError(
             f"train_batch_size must be at most num_games * memory_capacity * (1 + "
-            f"augmentations) = {cfg.num_games} * {cfg.memory_capacity} * {copies} = "
-            f"{cfg.num_games * cfg.memory_capacity * copies} (what memory holds), got "
-            f"{cfg.train_batch_size}"
+            f"augmentations) = {cfg.num_games} * {capacity} * {copies} = {slots} (what memory "
+            f"holds), got {cfg.train_batch_size}"
         )
-    slots = cfg.num_games * cfg.memory_capacity * copies
     if cfg.reanalyse_positions > slots:
         raise ConfigError(
             f"reanalyse_positions must be at most num_games * memory_capacity * (1 + "
@@ -304,9 +305,8 @@ def validate_alphazero(
 
 def value_support(cfg: AlphaZeroConfig) -> Array | None:
     """The value head's bins' centres `[value_bins]` on [-1, 1], or None for a scalar head."""
-    if not cfg.network.value_bins:
-        return None
-    return jnp.linspace(-1.0, 1.0, cfg.network.value_bins)
+    bins = settled(cfg.network.value_bins, "network.value_bins")
+    return jnp.linspace(-1.0, 1.0, bins) if bins else None
 
 
 def network_eval(

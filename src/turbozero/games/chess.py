@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from turbozero.games.core import GameSpec, register_game
 
-CHESS = register_game(GameSpec(name="chess", description="Chess (2 players)"))
+CHESS = register_game(GameSpec(name="chess", description="Chess (2 players)", draws=True))
 GARDNER = register_game(
-    GameSpec(name="gardner_chess", description="Gardner minichess, 5x5 (2 players)")
+    GameSpec(name="gardner_chess", description="Gardner minichess, 5x5 (2 players)", draws=True)
 )

@@ -223,6 +223,7 @@ GAME = register_game(
     GameSpec(
         name="connect_four",
         description="Connect Four, 6x7 (2 players, 7 actions)",
+        draws=True,
         board=Board(  # pgx draws 35-unit cells, 6 rows x 7 columns from (17.5, 17.5)
             label=lambda action: f"column {action + 1}",
             cells=lambda: grid_cells(6, 7, origin=17.5, cell=35.0, column_actions=True),

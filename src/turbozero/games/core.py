@@ -149,6 +149,8 @@ class GameSpec:
         engines: opponent kinds (`turbozero.arena.opponents`) that play this game, each with
             `(env, spec) -> Agent` building it from its full name ("gnubg:1").
         page: the play page's and the records' hooks (`Page`).
+        draws: a game of two players whose results are win, draw or loss with draws possible:
+            its value head learns the three outcomes by default (`network.value_bins`).
     """
 
     name: str
@@ -162,6 +164,7 @@ class GameSpec:
     judge: Judge | None = None
     engines: Mapping[str, Callable[[Env, str], Agent]] = dataclasses.field(default_factory=dict)
     page: Page = Page()
+    draws: bool = False
 
 
 _GAMES: dict[str, GameSpec] = {}

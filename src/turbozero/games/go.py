@@ -103,7 +103,9 @@ GAMES = tuple(
 
 @register_preset(
     "go_9x9",
-    "Go 9x9, ResNet 6x64, 64 simulations, gumbel (a GPU-sized job; days on CPU)",
+    "Go 9x9 (komi 7.5) on the default recipe: ResNet 4x32, 32 simulations, two hours on a 2-core "
+    "CPU; evaluated against random and its own earlier networks (Elo), and by `bench/engines.py "
+    "--go-run` against GNU Go levels 1 and 10 (Debian's gnugo)",
     algorithm="alphazero",
 )
 def preset() -> AlphaZeroConfig:
@@ -112,26 +114,29 @@ def preset() -> AlphaZeroConfig:
     return AlphaZeroConfig(
         env="go_9x9",
         num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=6, num_channels=64),
-        search=SearchConfig(selector="gumbel", num_simulations=64, max_nodes=65),
-        temperature_moves=0,
-        max_episode_steps=200,
-        memory_capacity=256,
+        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
+        search=SearchConfig(num_simulations=32, max_nodes=64),
+        max_episode_steps=162,  # (pgx ends a 9x9 game after 2 * 81 moves)
+        # 32 epochs of play kept: with the 8 symmetries the default 64 would take 2.9 GB
+        memory_capacity=512,
         truncation="bootstrap",
         augment=True,
         train_batch_size=512,
-        num_epochs=200,
-        eval_every=10,
-        eval_opponents=("random", "best"),
+        warmup_steps=16,
+        num_epochs=100_000,
+        max_wall_seconds=7200.0,
+        eval_every=25,
+        eval_games=32,
+        eval_opponents=("random",),
+        elo_pool_size=4,
     )
 
 
 @register_preset(
     "go_7x7",
-    "Go 7x7 (komi 7.5), ResNet 3x32, 32 simulations valuing an unvisited move at the network's "
-    "value, value targets mostly from the search's root value, the weights' moving average at "
-    "play; two hours on a 2-core CPU; evaluated against random (gnugo:1 by `turbozero eval "
-    "--vs`, Debian's gnugo)",
+    "Go 7x7 (komi 7.5) on the default recipe: ResNet 3x32, 32 simulations, two hours on a 2-core "
+    "CPU; evaluated against random, and by `bench/engines.py --go-run` against GNU Go level 1 "
+    "(Debian's gnugo)",
     algorithm="alphazero",
     # about 2 minutes on 2 cores
     quick=("num_epochs=40", "eval_every=20", "eval_games=16", "max_wall_seconds=240"),
@@ -143,23 +148,18 @@ def preset_7x7() -> AlphaZeroConfig:
         env="go_7x7",
         num_games=64,
         network=NetworkConfig(kind="resnet", num_blocks=3, num_channels=32),
-        search=SearchConfig(num_simulations=32, max_nodes=64, fpu="network"),
+        search=SearchConfig(num_simulations=32, max_nodes=64),
         temperature_moves=20,
         max_episode_steps=98,  # (pgx ends a 7x7 game after 2 * 49 moves)
         memory_capacity=512,
         truncation="bootstrap",
         augment=True,
-        root_value_weight=0.75,
-        learning_rate=2e-3,
-        ema_decay=0.9995,
-        ema_selfplay=False,
         train_batch_size=512,
         warmup_steps=16,
         collection_steps_per_epoch=16,
         train_steps_per_epoch=32,
         num_epochs=100_000,
         max_wall_seconds=7200.0,
-        overlap=None,
         eval_every=25,
         eval_games=32,
         eval_simulations=128,

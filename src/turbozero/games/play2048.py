@@ -179,4 +179,9 @@ def preset() -> AlphaZeroConfig:
         max_wall_seconds=1200.0,
         eval_every=100,  # 64 long games: every 25 epochs took 58% of an hour
         eval_opponents=(),
+        eval_simulations=0,
+        # (measured before the defaults became the Connect Four recipe; kept as measured)
+        learning_rate=1e-3,
+        ema_decay=0.0,
+        overlap=False,
     )

@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from turbozero.games.core import GameSpec, register_game
 
-GAME = register_game(GameSpec(name="shogi", description="Shogi (2 players)"))
+GAME = register_game(GameSpec(name="shogi", description="Shogi (2 players)", draws=True))

@@ -213,7 +213,7 @@ def open_run_dir(
     rd.create(resume=True)
     cleanup.enter_context(rd.lock())
     saved = rd.read_config(algorithm.name)
-    diff = type(config).from_dict(saved["config"]).diff(config)
+    diff = type(config).from_record(saved["config"]).diff(config)
     refused = {k: v for k, v in diff.items() if k not in algorithm.resume_may_change}
     if refused:
         notes = "".join(f" ({why})" for k, why in algorithm.resume_notes.items() if k in refused)

@@ -106,7 +106,7 @@ def read_run_config(run: RunDir) -> tuple[PPOConfig, str | None]:
         ValueError: if the run is not a PPO run.
     """
     saved = run.read_config(ALGORITHM)
-    return PPOConfig.from_dict(saved["config"]), saved.get("preset")
+    return PPOConfig.from_record(saved["config"]), saved.get("preset")
 
 
 def _floats(tree: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # (what XLA_FLAGS was before `turbozero.configure()` added to it; see tests/test_xla_flags.py)
@@ -23,6 +24,11 @@ from hypothesis import settings
 from turbozero.io import enable_compilation_cache
 
 enable_compilation_cache()
+# every program goes to the disk cache, however quickly it compiled: the suite compiles thousands
+# of small ones (eager operations, tiny searches) at about 20 ms each, which a warm run reads back
+# in a few; with the library's 0.2 s floor a warm run took 10 min 55 s, with none 7 min 18 s
+# (`bench/suite.py --warm`, 930 tests, docs/benchmarks.md)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 settings.register_profile("turbozero", max_examples=15, deadline=None, derandomize=True)
 settings.load_profile("turbozero")
 
@@ -137,3 +143,78 @@ def connect_four():
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
+
+
+class _SuiteProfile:
+    """Per test file: wall seconds, and what JAX spent on its programs (tracing, lowering,
+    XLA's compiles and how many), from `jax.monitoring`'s events. Written as one JSON line per
+    file to `$TURBOZERO_SUITE_REPORT/<worker>.jsonl` when that variable names a directory;
+    `bench/suite.py` runs the suite so and prints the table."""
+
+    EVENTS: ClassVar[dict[str, str]] = {
+        "/jax/core/compile/jaxpr_trace_duration": "trace_s",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+        "/jax/core/compile/backend_compile_duration": "compile_s",
+    }
+
+    def __init__(self, directory: Path):
+        self.path = directory / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl"
+        self.totals = dict.fromkeys(
+            [*self.EVENTS.values(), "compiles", "cache_hits", "cache_writes"], 0.0
+        )
+        jax.monitoring.register_event_duration_secs_listener(self._duration)
+        jax.monitoring.register_event_listener(self._event)
+
+    def _duration(self, event: str, duration: float, **_: object) -> None:
+        name = self.EVENTS.get(event)
+        if name:
+            self.totals[name] += duration
+            if name == "compile_s":
+                self.totals["compiles"] += 1
+
+    def _event(self, event: str, **_: object) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            self.totals["cache_hits"] += 1
+        elif event == "/jax/compilation_cache/cache_misses":  # (written: compiled anew)
+            self.totals["cache_writes"] += 1
+
+    @contextmanager
+    def part(self, kind: str, name: str) -> Iterator[None]:
+        """Time the block as one row: `kind` "file" (a test file, its module fixtures included)
+        or "test" (one test's call and function fixtures)."""
+        import json
+        import time
+
+        before, started = dict(self.totals), time.perf_counter()
+        yield
+        row: dict[str, object] = {kind: name, "seconds": time.perf_counter() - started}
+        row.update({k: round(v - before[k], 3) for k, v in self.totals.items()})
+        with open(self.path, "a") as out:
+            out.write(json.dumps(row) + "\n")
+
+
+_PROFILE = (
+    _SuiteProfile(Path(os.environ["TURBOZERO_SUITE_REPORT"]))
+    if os.environ.get("TURBOZERO_SUITE_REPORT")
+    else None
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _profile_test_file(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test file's row of the suite's profile (`TURBOZERO_SUITE_REPORT`; see above)."""
+    if _PROFILE is None:
+        yield
+        return
+    with _PROFILE.part("file", request.node.nodeid):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _profile_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test's row of the suite's profile (`TURBOZERO_SUITE_REPORT`)."""
+    if _PROFILE is None:
+        yield
+        return
+    with _PROFILE.part("test", request.node.nodeid):
+        yield

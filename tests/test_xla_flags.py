@@ -81,6 +81,8 @@ def test_the_suite_runs_with_the_option_as_users_do():
 UNFINISHED_BY_THE_SCHEDULER = """
 import turbozero, jax
 {configure}
+from turbozero.io import enable_compilation_cache
+enable_compilation_cache()  # (a program read back was compiled with the same flags)
 from turbozero.ppo import make_ppo
 ppo = make_ppo(env="jumanji:Minesweeper-v0", action_head="multi_discrete", num_envs=32,
                rollout_length=16, num_minibatches=8, normalize_observations=True)

@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = textwrap.dedent(
     """
     import jax
+    from turbozero.io import enable_compilation_cache
+    enable_compilation_cache()
     from tests.alphazero.test_selfplay_and_trainer import TINY
     from turbozero.alphazero import make_alphazero
     from turbozero.alphazero.sharding import Sharder
@@ -39,8 +41,6 @@ SHARDED = SETUP + textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from turbozero.io import enable_compilation_cache
-    enable_compilation_cache()
 
     def one_epoch(n):
         # (with reanalysis: its positions are searched on the devices too)
@@ -66,12 +66,10 @@ SHARDED = SETUP + textwrap.dedent(
 
 
 def _run(code: str, *args: str, devices: int = 1, timeout: int = 600) -> str:
-    # the devices are emulated CPU devices, whatever accelerator the machine has
-    env = dict(
-        os.environ,
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
-        JAX_PLATFORMS="cpu",
-    )
+    # the devices are emulated CPU devices, whatever accelerator the machine has; the suite's
+    # own XLA flags are kept (tests/conftest.py), so its compiled programs are reused
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
     env["PYTHONPATH"] = pythonpath()
     proc = subprocess.run(
         [sys.executable, "-c", code, *args],
@@ -102,24 +100,53 @@ def test_one_epoch_on_several_devices_matches_one_device(counts):
         assert result[n]["loss"] == pytest.approx(result[n]["loss1"], rel=1e-4)
 
 
-def test_self_play_on_several_devices_searches_each_games_trees_without_collectives():
+#: three checks of the programs compiled for 2 devices, in one process (they share its start
+#: and the sharded state); each prints its lines, which the tests below read
+TWO_DEVICE_PROGRAMS = SETUP + textwrap.dedent(
+    """
+    import re
+    from turbozero.alphazero.train import _CompiledAhead
+
+    # the compiled self-play's collectives
+    sh, az, shape, state = sharded(["devices=2"])
+    text = sh.jit_step(az.collect, shape).lower(state, 2).compile().as_text()
+    for line in text.splitlines():
+        kinds = "all-gather|all-reduce|all-to-all|collective-permute"
+        m = re.search(rf" ({kinds})(-start)?\\(", line)
+        if m:
+            print("COLLECTIVE", m.group(1), re.search(r'op_name="([^"]*)"', line).group(1))
+    print("DONE")
+
+    # the gradient steps' windows over the memory
+    text = sh.jit_step(az.train_steps, shape).lower(state, 1).compile().as_text()
+    # (a sliding window: one without a stride; a strided one is a plain chunked sum)
+    sliding = [l for l in text.splitlines() if " reduce-window(" in l and "stride=" not in l]
+    print("SLIDING", len(sliding), sliding)
+
+    # steps compiled ahead for the sharded layout, given a state laid out otherwise
+    sh, az, shape, state = sharded(["devices=2"], on_mesh=False)
+    collect = _CompiledAhead(sh.jit_step(az.collect, shape))
+    collect.prepare(state, 2)
+    for layout in (sh.replicated, jax.devices()[0]):
+        other = jax.device_put(state, layout)
+        state, _ = collect(other, 2)
+    print("SPREAD", len(state.selfplay.tree.visits.sharding.device_set))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def two_device_programs() -> str:
+    return _run(TWO_DEVICE_PROGRAMS, devices=2)
+
+
+def test_self_play_on_several_devices_searches_each_games_trees_without_collectives(
+    two_device_programs,
+):
     """Each device searches its own games: the compiled collect holds no all-gather, and its
     only all-reduces are the per-move sums (metrics, memory counters), none inside the search's
     loops over tree levels (XLA's partitioner put collectives in every level's gathers)."""
-    code = SETUP + textwrap.dedent(
-        """
-        import re
-        sh, az, shape, state = sharded(["devices=2"])
-        text = sh.jit_step(az.collect, shape).lower(state, 2).compile().as_text()
-        for line in text.splitlines():
-            kinds = "all-gather|all-reduce|all-to-all|collective-permute"
-            m = re.search(rf" ({kinds})(-start)?\\(", line)
-            if m:
-                print("COLLECTIVE", m.group(1), re.search(r'op_name="([^"]*)"', line).group(1))
-        print("DONE")
-        """
-    )
-    out = _run(code, devices=2)
+    out = two_device_programs
     assert "DONE" in out
     found = [line.split()[1:] for line in out.splitlines() if line.startswith("COLLECTIVE")]
     assert found, "the per-move sums over the devices' games are all-reduces"
@@ -129,38 +156,19 @@ def test_self_play_on_several_devices_searches_each_games_trees_without_collecti
         assert where.count("/while/") == 1, where
 
 
-def test_the_gradient_steps_on_several_devices_hold_no_window_across_the_memory():
+def test_the_gradient_steps_on_several_devices_hold_no_window_across_the_memory(
+    two_device_programs,
+):
     """The batch's draw with replacement ranks the memory's slots: as a `cumsum` split over the
     devices, XLA made it a window the memory's size sliding over every slot, and a
     connect_four gradient step on 2 devices took 2 s instead of 0.12 s."""
-    code = SETUP + textwrap.dedent(
-        """
-        sh, az, shape, state = sharded(["devices=2"])
-        text = sh.jit_step(az.train_steps, shape).lower(state, 1).compile().as_text()
-        # (a sliding window: one without a stride; a strided one is a plain chunked sum)
-        sliding = [l for l in text.splitlines() if " reduce-window(" in l and "stride=" not in l]
-        print("SLIDING", len(sliding), sliding)
-        """
-    )
-    assert "SLIDING 0 []" in _run(code, devices=2)
+    assert "SLIDING 0 []" in two_device_programs
 
 
-def test_compiled_steps_take_a_state_laid_out_otherwise():
+def test_compiled_steps_take_a_state_laid_out_otherwise(two_device_programs):
     """The trainer's steps are compiled ahead for the sharded layout; a state that arrives
     replicated (or on one device) is laid out for them rather than refused."""
-    code = SETUP + textwrap.dedent(
-        """
-        from turbozero.alphazero.train import _CompiledAhead
-        sh, az, shape, state = sharded(["devices=2"], on_mesh=False)
-        collect = _CompiledAhead(sh.jit_step(az.collect, shape))
-        collect.prepare(state, 2)
-        for layout in (sh.replicated, jax.devices()[0]):
-            other = jax.device_put(state, layout)
-            state, _ = collect(other, 2)
-        print("SPREAD", len(state.selfplay.tree.visits.sharding.device_set))
-        """
-    )
-    assert "SPREAD 2" in _run(code, devices=2)
+    assert "SPREAD 2" in two_device_programs
 
 
 def test_batch_sizes_that_do_not_divide_the_devices_are_refused():

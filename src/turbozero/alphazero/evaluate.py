@@ -62,6 +62,35 @@ def _judge(env: Env) -> Judge:
     return spec.judge
 
 
+#: the searched agent each recent system plays its evaluations with, `{(id(system), simulations):
+#: (system, agent)}`: a system built again for the same config (`make_alphazero`) plays with
+#: the same agent, so its compiled matches are found in memory (`play_match`'s programs)
+_AGENTS: dict[tuple[int, int], tuple[AlphaZeroSystem, Agent]] = {}
+
+
+def _searched_agent(az: AlphaZeroSystem, simulations: int) -> Agent:
+    """The evaluations' agent of `az` (no parameters yet), made once per system."""
+    key = (id(az), simulations)
+    kept = _AGENTS.get(key)
+    if kept is not None and kept[0] is az:
+        return kept[1]
+    search = az.selfplay.search  # its game: chance split hidden when "sampled"
+    agent = alphazero_agent(
+        search.env,
+        az.eval_fn,
+        None,
+        num_simulations=simulations,
+        selector=search.selector,
+        chance_widening=az.config.search.chance_widening,
+        discount=search.discount,
+        name="current",
+    )
+    if len(_AGENTS) >= 8:  # (the oldest goes)
+        del _AGENTS[next(iter(_AGENTS))]
+    _AGENTS[key] = (az, agent)
+    return agent
+
+
 class Evaluator:
     """Plays the current network against the configured opponents (compiled once per run)."""
 
@@ -74,7 +103,7 @@ class Evaluator:
         self.decide = decide
         env = az.env
         self.sims = cfg.eval_simulations or cfg.search.num_simulations
-        self._agent = self._make(None, "current")
+        self._agent = _searched_agent(az, self.sims)
         self.opponents: dict[str, Agent] = {
             opp: make_opponent(env, opp)
             for opp in cfg.eval_opponents
@@ -90,19 +119,6 @@ class Evaluator:
         self.best_name: str | None = None
         self.elo = EloPool(anchors={ANCHOR: 0.0} if "random" in self.opponents else {})
         self.pool: list[tuple[str, Params]] = []
-
-    def _make(self, params: Params, name: str) -> Agent:
-        search = self.az.selfplay.search  # its game: chance split hidden when "sampled"
-        return alphazero_agent(
-            search.env,
-            self.az.eval_fn,
-            params,
-            num_simulations=self.sims,
-            selector=search.selector,
-            chance_widening=self.az.config.search.chance_widening,
-            discount=search.discount,
-            name=name,
-        )
 
     def agent(self, params: Params, name: str) -> Agent:
         return self._agent.replace(params=params, name=name)

@@ -8,6 +8,7 @@ Two levels: `make_alphazero(config)` returns the compiled pieces for users who c
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from turbozero.alphazero.sharding import AXIS
 from turbozero.config import ConfigError
 from turbozero.envs.chance import without_chance
 from turbozero.envs.core import Env
-from turbozero.games.core import game_spec
+from turbozero.games.core import all_games, game_spec
 from turbozero.memory import EpisodeBuffer, make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
 from turbozero.search import Search, Selector, gumbel, make_search, muzero_puct, puct, shard_search
@@ -210,7 +211,58 @@ def make_alphazero(
     modules, selectors, optax optimizers, losses with `az_loss`'s signature, augmentations);
     everything else comes from `config`. With a `mesh` of several devices (`Sharder.mesh`),
     each device searches its own games (`turbozero.search.shard_search`).
+
+    Built from the config alone (no parts given), a system is built once per process for an
+    equal config, mesh and registered game, and returned again after: its functions are the
+    same objects, so a second run in the process (a resume, a sweep, a test) finds JAX's traced
+    and lowered programs in memory instead of building them again (a tiny tic-tac-toe run's
+    second training in a process: 2.0 s instead of 3.6 s).
     """
+    if all(part is None for part in (env, module, selector, optimizer, loss_fn, augment_fns)):
+        return _built_from_config(config, mesh)
+    return _build_alphazero(config, env, module, selector, optimizer, loss_fn, augment_fns, mesh)
+
+
+#: systems built from a config alone: `{(config, mesh): (the game's registration, system)}`, the
+#: most recent last (`make_alphazero`)
+_BUILT: collections.OrderedDict[tuple[Any, Any], tuple[Any, AlphaZeroSystem]] = (
+    collections.OrderedDict()
+)
+_BUILT_KEPT = 4
+
+
+def _built_from_config(config: AlphaZeroConfig, mesh: jax.sharding.Mesh | None) -> AlphaZeroSystem:
+    """`make_alphazero` without parts, reusing a system built for an equal config and mesh while
+    the game's registration is the same object (a game registered again is built again)."""
+    cfg = config.resolved()
+    game = all_games().get(cfg.env)
+    try:
+        key = (cfg, mesh)
+        hash(key)
+    except TypeError:  # (a setting holding a list: built every time)
+        return _build_alphazero(cfg, None, None, None, None, None, None, mesh)
+    kept = _BUILT.get(key)
+    if kept is not None and kept[0] is game:
+        _BUILT.move_to_end(key)
+        return kept[1]
+    system = _build_alphazero(cfg, None, None, None, None, None, None, mesh)
+    _BUILT[key] = (game, system)
+    while len(_BUILT) > _BUILT_KEPT:
+        _BUILT.popitem(last=False)
+    return system
+
+
+def _build_alphazero(
+    config: AlphaZeroConfig,
+    env: Env | None,
+    module: Any,
+    selector: Any,
+    optimizer: optax.GradientTransformation | None,
+    loss_fn: Callable[..., Any] | None,
+    augment_fns: Any,
+    mesh: jax.sharding.Mesh | None,
+) -> AlphaZeroSystem:
+    """`make_alphazero`'s build, every time."""
     cfg = config.resolved(module)  # (the settings left to the game filled in)
     env = env if env is not None else envs.make(cfg.env, reward_fn=cfg.reward_fn)
     module = module if module is not None else make_network(cfg, env)

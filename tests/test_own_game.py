@@ -83,3 +83,18 @@ def test_a_game_name_is_registered_once(nim):
         register_game(GameSpec(name="nim", description="another"))
     with pytest.raises(ValueError, match="plain id"):
         register_game(GameSpec(name="my:game", description="a prefix is a library's"))
+
+
+def test_a_game_registered_again_is_built_again_where_an_equal_config_reuses_its_system(nim):
+    from tests.alphazero.test_selfplay_and_trainer import TINY
+    from turbozero.alphazero import make_alphazero
+
+    config = PRESETS["nim"].make()
+    first = make_alphazero(config)
+    assert make_alphazero(config.with_overrides([])) is first  # equal config: the same system
+    assert make_alphazero(config.with_overrides(["num_games=4"])) is not first
+    assert make_alphazero(config, optimizer=first.optimizer) is not first  # parts: built anew
+    assert make_alphazero(TINY) is make_alphazero(TINY) is not first
+    unregister_game("nim")
+    nim.register()  # (the game's registration is a new object)
+    assert make_alphazero(config) is not first

@@ -39,6 +39,7 @@ def test_every_code_block_says_whether_it_runs():
                 inside = not inside
 
 
+@pytest.mark.slow  # (the docs' examples end to end; each API they call has its own tests)
 @pytest.mark.parametrize("code", list(_blocks("python")))
 def test_python_blocks_in_the_docs_run(code):
     exec(compile(code, "<docs>", "exec"), {"__name__": "__docs__"})

@@ -57,6 +57,7 @@ def test_an_agent_loaded_from_a_discounted_run_searches_with_its_discount(run_20
     assert load_agent(run_2048).agent.policy_fn.search.spec.discount == 0.99
 
 
+@pytest.mark.slow  # (a whole backgammon training; the "network" opponent: test_train_run.py)
 def test_backgammon_evaluation_plays_random_and_its_own_network(tmp_path):
     cfg = _tiny("backgammon", value_scale=3.0, eval_opponents=("random", "network"))
     run = tmp_path / "bg"

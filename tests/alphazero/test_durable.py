@@ -224,7 +224,13 @@ TRAIN_FOREVER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("overlap", ["false", "true"])
+@pytest.mark.parametrize(
+    "overlap",
+    [
+        pytest.param("false", marks=pytest.mark.slow),  # (a second training process, 7 s)
+        "true",  # (the default on one device)
+    ],
+)
 def test_sigterm_finishes_the_step_saves_and_exits_zero(tmp_path, overlap):
     run = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=pythonpath())

@@ -62,6 +62,7 @@ def test_one_player_evaluation_reports_the_searched_agent_and_the_network_alone(
     assert saved["config"]["reward_fn"] == "uncovered_share"
 
 
+@pytest.mark.slow  # (a whole resumed training; resuming: test_resume.py)
 def test_a_stopped_puzzle_run_resumes_to_the_same_network(run, tmp_path):
     split = tmp_path / "split"
     train(CFG, split, progress=False, num_epochs=1)
@@ -71,6 +72,7 @@ def test_a_stopped_puzzle_run_resumes_to_the_same_network(run, tmp_path):
     jax.tree_util.tree_map(np.testing.assert_array_equal, a, b)
 
 
+@pytest.mark.slow  # (a training, then load and eval through the CLI)
 def test_load_agent_and_eval_rebuild_the_game_with_the_runs_reward(run, capsys):
     from turbozero.cli import main
 

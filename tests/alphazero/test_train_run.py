@@ -515,3 +515,12 @@ def test_the_resume_help_names_every_setting_a_resumed_run_may_change(capsys):
     alphazero, ppo = resume[: resume.index("PPO:")], resume[resume.index("PPO:") :]
     assert all(name in alphazero for name in ALPHAZERO), alphazero
     assert all(name in ppo for name in PPO) and "num_epochs" not in ppo, ppo
+
+
+def test_the_evaluation_plays_its_own_network_as_an_opponent_in_two_player_games(tmp_path):
+    run = tmp_path / "run"
+    train(TINY.with_overrides(["eval_opponents=random,network"]), run, progress=False)
+    row = RunDir(run).read_metrics()[-1]
+    for opponent in ("random", "network"):
+        total = sum(row[f"eval/{opponent}/{r}"] for r in ("win", "draw", "loss"))
+        assert total == pytest.approx(1.0)

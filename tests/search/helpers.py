@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,11 +38,19 @@ def linear_params(env, seed: int = 0, scale: float = 0.5):
     return scale * jax.random.normal(jax.random.PRNGKey(seed), (dim + 1, env.num_actions + 1))
 
 
+@functools.cache
+def compiled_steps(env):
+    """`env`'s init, step and batched step, each compiled once per game (called op by op, a
+    pgx game's step compiles a hundred small programs)."""
+    return jax.jit(env.init), jax.jit(env.step), jax.jit(jax.vmap(env.step))
+
+
 def play(env, actions, batch: int = 1):
     """The state after playing `actions` from the initial position, batched `[batch]`."""
-    state, _ = env.init(jax.random.PRNGKey(0))
+    init, step, _ = compiled_steps(env)
+    state, _ = init(jax.random.PRNGKey(0))
     for a in actions:
-        state, _ = env.step(state, jnp.int32(a), jax.random.PRNGKey(0))
+        state, _ = step(state, jnp.int32(a), jax.random.PRNGKey(0))
     return jax.tree_util.tree_map(lambda x: jnp.stack([x] * batch), state)
 
 

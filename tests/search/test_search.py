@@ -16,6 +16,7 @@ from tests.games import opening
 from tests.search.helpers import (
     assert_same_pytrees,
     bandit,
+    compiled_steps,
     linear_eval_fn,
     linear_params,
     play,
@@ -277,7 +278,7 @@ def test_subtree_reuse_keeps_visits_and_search_adds_simulations(c4_search, conne
     a = out.action
     kept = np.asarray(out.visit_counts)[np.arange(2), np.asarray(a)]
     tree = advance(tree, a)
-    nxt, _ = jax.vmap(connect_four.step)(states, a, jax.random.split(jax.random.PRNGKey(0), 2))
+    nxt, _ = compiled_steps(connect_four)[2](states, a, jax.random.split(jax.random.PRNGKey(0), 2))
     tree, _out2 = search(tree, params, nxt, jax.random.PRNGKey(1))
     np.testing.assert_array_equal(np.asarray(tree.visits[:, 0]), kept + 24)
 
@@ -755,7 +756,7 @@ def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four):
         search = jax.jit(s.search)
         tree, out = search(s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
         tree = s.reset(s.advance(tree, out.action), done)
-        nxt, _ = jax.vmap(connect_four.step)(
+        nxt, _ = compiled_steps(connect_four)[2](
             states, out.action, jax.random.split(jax.random.PRNGKey(0), B)
         )
         args = (tree, params, nxt, jax.random.PRNGKey(2), 1.0)

@@ -91,10 +91,66 @@ def test_a_game_registered_again_is_built_again_where_an_equal_config_reuses_its
 
     config = PRESETS["nim"].make()
     first = make_alphazero(config)
-    assert make_alphazero(config.with_overrides([])) is first  # equal config: the same system
-    assert make_alphazero(config.with_overrides(["num_games=4"])) is not first
-    assert make_alphazero(config, optimizer=first.optimizer) is not first  # parts: built anew
-    assert make_alphazero(TINY) is make_alphazero(TINY) is not first
+    assert make_alphazero(config.with_overrides([])).collect is first.collect  # equal config
+    assert make_alphazero(config.with_overrides(["num_games=4"])).collect is not first.collect
+    again = make_alphazero(config, optimizer=first.optimizer)  # parts: built anew
+    assert again.collect is not first.collect
+    assert make_alphazero(TINY).collect is make_alphazero(TINY).collect is not first.collect
     unregister_game("nim")
     nim.register()  # (the game's registration is a new object)
-    assert make_alphazero(config) is not first
+    assert make_alphazero(config).collect is not first.collect
+
+
+RUN_CHANGES = [
+    "seed=5",
+    "warmup_steps=3",
+    "collection_steps_per_epoch=5",
+    "train_steps_per_epoch=3",
+    "overlap=false",
+    "num_epochs=7",
+    "max_wall_seconds=60",
+    "eval_every=3",
+    "eval_games=6",
+    "eval_simulations=5",
+    "eval_opponents=random,best",
+    "eval_accuracy=true",
+    "eval_accuracy_positions=10",
+    "eval_record_games=0",
+    "eval_opening_moves=1",
+    "eval_network_opening_moves=2",
+    "elo_pool_size=2",
+    "elo_games_per_opponent=2",
+    "gating_threshold=0.6",
+    "devices=1",
+    "checkpoint_every=2",
+    "keep_checkpoints=2",
+    "save_memory=false",
+    "tensorboard=true",
+    "wandb_project=elsewhere",
+]
+
+
+def test_settings_no_program_reads_share_a_built_system_and_change_no_program():
+    """`RUN_SETTINGS` (the run's schedule, evaluations and outputs) may share a system's
+    functions only because no compiled program reads them: a fresh build with every one of them
+    changed lowers the same init, self-play and gradient steps."""
+    import jax
+
+    from tests.alphazero.test_selfplay_and_trainer import TINY
+    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero.trainer import RUN_SETTINGS, _build_alphazero
+
+    changed = TINY.with_overrides(RUN_CHANGES).resolved()
+    base = TINY.resolved()
+    differ = {k for k, v in changed.to_dict().items() if base.to_dict()[k] != v}
+    assert differ == RUN_SETTINGS  # (each one changed here)
+    shared = make_alphazero(changed)
+    assert shared.collect is make_alphazero(TINY).collect and shared.config == changed
+    a = _build_alphazero(base, None, None, None, None, None, None, None)
+    b = _build_alphazero(changed, None, None, None, None, None, None, None)
+    key = jax.random.PRNGKey(0)
+    assert jax.jit(a.init).lower(key).as_text() == jax.jit(b.init).lower(key).as_text()
+    state = jax.eval_shape(a.init, key)
+    for name in ("collect", "train_steps"):
+        fa, fb = (jax.jit(getattr(s, name), static_argnums=1) for s in (a, b))
+        assert fa.lower(state, 2).as_text() == fb.lower(state, 2).as_text(), name

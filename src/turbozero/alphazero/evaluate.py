@@ -62,17 +62,17 @@ def _judge(env: Env) -> Judge:
     return spec.judge
 
 
-#: the searched agent each recent system plays its evaluations with, `{(id(system), simulations):
-#: (system, agent)}`: a system built again for the same config (`make_alphazero`) plays with
-#: the same agent, so its compiled matches are found in memory (`play_match`'s programs)
-_AGENTS: dict[tuple[int, int], tuple[AlphaZeroSystem, Agent]] = {}
+#: the searched agent each recent system's evaluations play with, `{(id(its self-play),
+#: simulations): (its self-play, agent)}`: a system whose functions `make_alphazero` built before
+#: plays with the same agent, so its compiled matches are found in memory (`play_match`)
+_AGENTS: dict[tuple[int, int], tuple[Any, Agent]] = {}
 
 
 def _searched_agent(az: AlphaZeroSystem, simulations: int) -> Agent:
-    """The evaluations' agent of `az` (no parameters yet), made once per system."""
-    key = (id(az), simulations)
+    """The evaluations' agent of `az` (no parameters yet), made once per system's functions."""
+    key = (id(az.selfplay), simulations)
     kept = _AGENTS.get(key)
-    if kept is not None and kept[0] is az:
+    if kept is not None and kept[0] is az.selfplay:
         return kept[1]
     search = az.selfplay.search  # its game: chance split hidden when "sampled"
     agent = alphazero_agent(
@@ -87,7 +87,7 @@ def _searched_agent(az: AlphaZeroSystem, simulations: int) -> Agent:
     )
     if len(_AGENTS) >= 8:  # (the oldest goes)
         del _AGENTS[next(iter(_AGENTS))]
-    _AGENTS[key] = (az, agent)
+    _AGENTS[key] = (az.selfplay, agent)
     return agent
 
 

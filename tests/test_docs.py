@@ -1,5 +1,5 @@
-"""Every code block of the README and docs/ runs: Python blocks here, shell blocks in
-`make check`; and docs/configuration.md is what the typed configs generate.
+"""Every code block of the README and docs/ runs (in `make check`: Python blocks in this process,
+shell blocks as commands); and docs/configuration.md is what the typed configs generate.
 
 Shell blocks run with trainings shortened to 2 epochs; `make test` lines are skipped (CI runs
 that command itself) and so are full benchmark grids (their `--quick` lines run). Blocks tagged

@@ -37,7 +37,7 @@ SETUP = textwrap.dedent(
     """
 )
 
-SHARDED = SETUP + textwrap.dedent(
+ONE_EPOCH = textwrap.dedent(
     """
     import json, sys
     import numpy as np
@@ -64,6 +64,8 @@ SHARDED = SETUP + textwrap.dedent(
     """
 )
 
+SHARDED = SETUP + ONE_EPOCH
+
 
 def _run(code: str, *args: str, devices: int = 1, timeout: int = 600) -> str:
     # the devices are emulated CPU devices, whatever accelerator the machine has; the suite's
@@ -83,15 +85,7 @@ def _run(code: str, *args: str, devices: int = 1, timeout: int = 600) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize(
-    "counts",
-    [
-        ("2",),
-        pytest.param(("2", "4"), marks=pytest.mark.slow),  # (one more program, about 30 s cold)
-    ],
-)
-def test_one_epoch_on_several_devices_matches_one_device(counts):
-    out = _run(SHARDED, *counts, devices=int(counts[-1]))
+def _check_one_epoch(out: str, counts: tuple[str, ...]) -> None:
     result = json.loads(out.split("RESULT", 1)[1])
     for n in counts:
         assert result[n]["spread"] == int(n), "games are split over the devices"
@@ -100,10 +94,22 @@ def test_one_epoch_on_several_devices_matches_one_device(counts):
         assert result[n]["loss"] == pytest.approx(result[n]["loss1"], rel=1e-4)
 
 
-#: three checks of the programs compiled for 2 devices, in one process (they share its start
-#: and the sharded state); each prints its lines, which the tests below read
-TWO_DEVICE_PROGRAMS = SETUP + textwrap.dedent(
-    """
+def test_one_epoch_on_two_devices_matches_one_device(two_device_programs):
+    _check_one_epoch(two_device_programs, ("2",))
+
+
+@pytest.mark.slow  # (4 devices: one more program, about 30 s cold)
+def test_one_epoch_on_two_and_four_devices_matches_one_device():
+    _check_one_epoch(_run(SHARDED, "2", "4", devices=4), ("2", "4"))
+
+
+#: the checks of the programs compiled for 2 devices, in one process (they share its start and
+#: the sharded state); each prints its lines, which the tests read, and one epoch on 2 devices
+#: against 1 ends it (`ONE_EPOCH`, given "2")
+TWO_DEVICE_PROGRAMS = (
+    SETUP
+    + textwrap.dedent(
+        """
     import re
     from turbozero.alphazero.train import _CompiledAhead
 
@@ -132,12 +138,14 @@ TWO_DEVICE_PROGRAMS = SETUP + textwrap.dedent(
         state, _ = collect(other, 2)
     print("SPREAD", len(state.selfplay.tree.visits.sharding.device_set))
     """
+    )
+    + ONE_EPOCH
 )
 
 
 @pytest.fixture(scope="module")
 def two_device_programs() -> str:
-    return _run(TWO_DEVICE_PROGRAMS, devices=2)
+    return _run(TWO_DEVICE_PROGRAMS, "2", devices=2)
 
 
 def test_self_play_on_several_devices_searches_each_games_trees_without_collectives(

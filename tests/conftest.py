@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from collections.abc import Iterator
@@ -200,21 +201,20 @@ _PROFILE = (
 )
 
 
+def _profiled(kind: str, request: pytest.FixtureRequest) -> contextlib.AbstractContextManager:
+    """The block as one row of the suite's profile, when `TURBOZERO_SUITE_REPORT` asks for it."""
+    return _PROFILE.part(kind, request.node.nodeid) if _PROFILE else contextlib.nullcontext()
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _profile_test_file(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each test file's row of the suite's profile (`TURBOZERO_SUITE_REPORT`; see above)."""
-    if _PROFILE is None:
-        yield
-        return
-    with _PROFILE.part("file", request.node.nodeid):
+    with _profiled("file", request):
         yield
 
 
 @pytest.fixture(autouse=True)
 def _profile_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each test's row of the suite's profile (`TURBOZERO_SUITE_REPORT`)."""
-    if _PROFILE is None:
-        yield
-        return
-    with _PROFILE.part("test", request.node.nodeid):
+    with _profiled("test", request):
         yield

@@ -223,37 +223,14 @@ def make_alphazero(
     return _build_alphazero(config, env, module, selector, optimizer, loss_fn, augment_fns, mesh)
 
 
-#: settings no compiled program reads: the run's schedule, its evaluations and its outputs
-#: (`Trainer` and `Evaluator` read them from the system's `config`); configs differing only here
-#: share a system's functions (`make_alphazero`; checked in tests/test_own_game.py)
-RUN_SETTINGS = frozenset(
-    {
-        "seed",
-        "warmup_steps",
-        "collection_steps_per_epoch",  # (the call's step count; the memory is resolved)
-        "train_steps_per_epoch",
-        "overlap",
-        "num_epochs",
-        "max_wall_seconds",
-        "eval_every",
-        "eval_games",
-        "eval_simulations",
-        "eval_opponents",
-        "eval_accuracy",
-        "eval_accuracy_positions",
-        "eval_record_games",
-        "eval_opening_moves",
-        "eval_network_opening_moves",
-        "elo_pool_size",
-        "elo_games_per_opponent",
-        "gating_threshold",
-        "devices",
-        "checkpoint_every",
-        "keep_checkpoints",
-        "save_memory",
-        "tensorboard",
-        "wandb_project",
-    }
+#: settings no compiled program reads: the run's own (but its game), its evaluations, and its
+#: schedule of moves and steps (`Trainer` and `Evaluator` read them from the system's `config`;
+#: the memory's size is resolved before); configs differing only here share a system's functions
+#: (`make_alphazero`; checked in tests/test_own_game.py)
+RUN_SETTINGS = (
+    frozenset(AlphaZeroConfig.GROUPS["run"]) - {"env", "reward_fn"}
+    | frozenset(AlphaZeroConfig.GROUPS["eval"])
+    | {"warmup_steps", "collection_steps_per_epoch", "train_steps_per_epoch", "overlap"}
 )
 
 #: systems built from a config alone: `{(program settings, mesh): (the game's registration,

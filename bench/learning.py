@@ -17,7 +17,7 @@ that turn today's preset back into it), so every change to a preset is judged si
 the same machine, with the same budget.
 
     python bench/learning.py [--preset tic_tac_toe] [--budget 60] [--seeds 1] [--first-seed 0]
-        [--set KEY=VALUE ...] [--no-baseline] [--keep DIR]
+        [--set KEY=VALUE ...] [--no-baseline] [--keep DIR] [--dry-run]
     python bench/learning.py --full   # connect_four, 1800 s each (one hour in all; make check)
     python bench/learning.py --judge RUN [RUN ...] [--play-simulations 128,256]
         [--play-c-puct 1.25,2] [--play-weights playing,trained]
@@ -38,7 +38,10 @@ the recipe was measured. With several
 RUNs, a last line per setting gives the mean accuracies over the networks and their summed
 mistakes and positions: a paired comparison.
 
-Default (`make bench`): tic_tac_toe, 60 s per run, one seed. Run it alone: it uses every core.
+`--dry-run` trains nothing: one line per run with the resolved config it would train. The
+judge's play settings are `turbozero eval --accuracy`'s (`--weights`, `--set
+search.c_puct=...`), over a grid. Default (`make bench`): tic_tac_toe, 60 s per run, one seed.
+Run it alone: it uses every core.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
+from turbozero.alphazero import SearchConfig, train
 from turbozero.arena.accuracy import (
     PositionSet,
     accuracy_of_actions,
@@ -67,7 +71,6 @@ from turbozero.arena.accuracy import (
 )
 from turbozero.config import SEED_MAX, get_preset
 from turbozero.games import game_spec
-from turbozero.search.puct import FIRST_PLAY_VALUES, FPU_REDUCTION_MAX
 
 #: overrides that turn today's preset into the recipe it had before the strength work
 BASELINES: dict[str, list[str]] = {
@@ -96,18 +99,18 @@ BASELINES: dict[str, list[str]] = {
 }
 
 
+def recipe_config(preset: str, overrides: list[str], budget: float, seed: int) -> Any:
+    """The resolved config of `preset` with `overrides`, trained for at most `budget` seconds."""
+    config = get_preset(preset).make()
+    config = config.with_overrides([*overrides, f"max_wall_seconds={budget}", f"seed={seed}"])
+    return config.resolved()
+
+
 def run_recipe(
     preset: str, overrides: list[str], budget: float, seed: int, out: Path
 ) -> dict[str, Any]:
     """Train `preset` with `overrides` for at most `budget` seconds; its accuracy row."""
-    from turbozero.alphazero.train import train
-
-    config = (
-        get_preset(preset)
-        .make()
-        .with_overrides([*overrides, f"max_wall_seconds={budget}", f"seed={seed}"])
-        .resolved()
-    )
+    config = recipe_config(preset, overrides, budget, seed)
     summary = train(config, out, preset=preset, progress=False)
     loaded = turbozero.load_agent(out, which="latest")
     positions = positions_for(preset, num_positions=config.eval_accuracy_positions)
@@ -141,80 +144,63 @@ def judge_run(
     """The accuracy rows of `run`'s latest network (or of the checkpoint `run` names) searching
     with each combination of settings: simulations, PUCT constant, which weights play
     (`load_agent`'s `weights`) and the value of unvisited moves (`search.fpu`, less
-    `search.fpu_reduction`); on `num_positions` positions where given (the run's own count
-    otherwise)."""
-    import dataclasses
-
-    from turbozero.alphazero.trainer import make_selector
-    from turbozero.arena.search_agents import alphazero_agent
-
+    `search.fpu_reduction`: `load_agent`'s `search`); on `num_positions` positions where given
+    (the run's own count otherwise)."""
+    first = turbozero.load_agent(run, which="latest")
+    cfg, game = first.config, first.env.name
+    own = cfg.eval_accuracy_positions
+    judge = getattr(game_spec(game), "judge", None)
+    if num_positions is not None and not (judge is not None and judge.sized):
+        raise SystemExit(f"--play-positions: {run} plays {game}, whose set is fixed")
+    positions = positions_for(game, num_positions=num_positions or own)
+    fresh = PositionSet(
+        positions.game, positions.moves[own:], positions.scores[own:], positions.phases
+    )
+    asked = {"c_puct": c_pucts, "fpu": first_plays, "fpu_reduction": reductions}
+    grid = itertools.product(
+        weights or ["playing"],
+        simulations or [cfg.eval_simulations or cfg.search.num_simulations],
+        *(values or [None] for values in asked.values()),
+    )
     rows = []
-    for which_weights in weights or ["playing"]:
-        loaded = turbozero.load_agent(run, which="latest", weights=which_weights)
-        cfg = loaded.config
-        for option, asked in (
-            ("--play-c-puct", c_pucts),
-            ("--play-fpu", first_plays),
-            ("--play-fpu-reduction", reductions),
-        ):
-            if asked and cfg.search.selector != "puct":
-                raise SystemExit(
-                    f"{option} is an option of PUCT; {run} searches with {cfg.search.selector}"
-                )
-        own = cfg.eval_accuracy_positions
-        judge = getattr(game_spec(loaded.env.name), "judge", None)
-        if num_positions is not None and not (judge is not None and judge.sized):
-            raise SystemExit(f"--play-positions: {run} plays {loaded.env.name}, whose set is fixed")
-        positions = positions_for(loaded.env.name, num_positions=num_positions or own)
-        fresh = PositionSet(
-            positions.game, positions.moves[own:], positions.scores[own:], positions.phases
-        )
-        settings = itertools.product(
-            simulations or [cfg.eval_simulations or cfg.search.num_simulations],
-            c_pucts or [cfg.search.c_puct],
-            first_plays or [cfg.search.fpu],
-            reductions or [cfg.search.fpu_reduction],
-        )
-        for sims, c, fpu, reduction in settings:
-            search = dataclasses.replace(cfg.search, c_puct=c, fpu=fpu, fpu_reduction=reduction)
-            agent = alphazero_agent(
-                loaded.az.selfplay.search.env,
-                loaded.az.eval_fn,
-                loaded.agent.params,
-                num_simulations=sims,
-                selector=make_selector(search),
-                chance_widening=cfg.search.chance_widening,
-                discount=cfg.search.discount,
+    for which_weights, sims, *values in grid:
+        play = {k: v for k, v in zip(asked, values, strict=True) if v is not None}
+        try:
+            loaded = turbozero.load_agent(
+                run, sims, which="latest", weights=which_weights, search=play
             )
-            actions = agent_actions(loaded.env, agent, positions, jax.random.PRNGKey(seed))
-            acc = accuracy_of_actions(positions, actions)
-            beyond = accuracy_of_actions(fresh, actions[own:]) if len(fresh) else None
-            rows.append(
-                {
-                    "run": str(run),
-                    "epoch": loaded.epoch,
-                    "simulations": sims,
-                    "c_puct": c,
-                    "weights": which_weights,
-                    "fpu": fpu,
-                    "fpu_reduction": reduction,
-                    "accuracy_result": round(acc.result, 5),
-                    "accuracy_best": round(acc.best, 5),
-                    "mistakes": round((1 - acc.result) * acc.num_positions),
-                    "positions": acc.num_positions,
-                    "phases": acc.phases,
-                    "by_result": acc.by_result,
-                    **(
-                        {
-                            "fresh_accuracy_result": round(beyond.result, 5),
-                            "fresh_mistakes": round((1 - beyond.result) * len(fresh)),
-                            "fresh_positions": len(fresh),
-                        }
-                        if beyond
-                        else {}
-                    ),
-                }
-            )
+        except ValueError as err:
+            raise SystemExit(f"{run}: {err}") from None
+        search = loaded.config.search
+        actions = agent_actions(loaded.env, loaded.agent, positions, jax.random.PRNGKey(seed))
+        acc = accuracy_of_actions(positions, actions)
+        beyond = accuracy_of_actions(fresh, actions[own:]) if len(fresh) else None
+        rows.append(
+            {
+                "run": str(run),
+                "epoch": loaded.epoch,
+                "simulations": sims,
+                "c_puct": search.c_puct,
+                "weights": which_weights,
+                "fpu": search.fpu,
+                "fpu_reduction": search.fpu_reduction,
+                "accuracy_result": round(acc.result, 5),
+                "accuracy_best": round(acc.best, 5),
+                "mistakes": round((1 - acc.result) * acc.num_positions),
+                "positions": acc.num_positions,
+                "phases": acc.phases,
+                "by_result": acc.by_result,
+                **(
+                    {
+                        "fresh_accuracy_result": round(beyond.result, 5),
+                        "fresh_mistakes": round((1 - beyond.result) * len(fresh)),
+                        "fresh_positions": len(fresh),
+                    }
+                    if beyond
+                    else {}
+                ),
+            }
+        )
     return rows
 
 
@@ -291,6 +277,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--full", action="store_true", help="connect_four, 1800 s per run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
     parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="train nothing: one line per run with the resolved config it would train",
+    )
+    parser.add_argument(
         "--judge",
         type=Path,
         nargs="+",
@@ -303,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--play-fpu",
-        type=_choices(*FIRST_PLAY_VALUES),
+        type=_choices("zero", "node", "network"),
         help="with --judge: zero,node,network (the value of a node's unvisited moves)",
     )
     parser.add_argument(
@@ -317,10 +308,13 @@ def main(argv: list[str] | None = None) -> None:
         help="with --judge, Connect Four: the size of the labelled set (default: the run's)",
     )
     args = parser.parse_args(argv)
-    if args.play_fpu_reduction and not all(
-        0 <= r <= FPU_REDUCTION_MAX for r in args.play_fpu_reduction
-    ):
-        parser.error(f"--play-fpu-reduction: each value must be in [0, {FPU_REDUCTION_MAX:g}]")
+    try:  # each play value in its setting's range before anything is judged
+        for c in args.play_c_puct or []:
+            SearchConfig(c_puct=c)
+        for reduction in args.play_fpu_reduction or []:
+            SearchConfig(fpu_reduction=reduction)
+    except ValueError as err:
+        parser.error(str(err))
     if args.play_positions is not None and not 1 <= args.play_positions <= 100_000:
         parser.error("--play-positions must be in [1, 100000]")
     if args.judge is not None:
@@ -357,6 +351,10 @@ def main(argv: list[str] | None = None) -> None:
         where = args.keep or Path(tmp)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for name, overrides in recipes.items():
+                if args.dry_run:
+                    config = recipe_config(args.preset, overrides, budget, seed)
+                    emit({"recipe": name, "seed": seed, "config": config.to_dict()})
+                    continue
                 row = run_recipe(args.preset, overrides, budget, seed, where / f"{name}{seed}")
                 emit({"recipe": name, "overrides": overrides, **row})
 

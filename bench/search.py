@@ -30,6 +30,11 @@ warning on stderr. No speed targets apply to these rows.
         [--batch 64 256] [--sims 32 64 128] [--nets tiny resnet2x16 resnet6x64]
         [--selectors puct muzero_puct gumbel] [--positions 6] [--repeats 3]
         [--reference connect_four]
+    python bench/search.py --judge ROWS.jsonl    # saved rows against today's targets
+
+`--judge FILE` runs nothing: each row of an earlier run of this script (its JSON lines, e.g. from
+a GPU machine) is printed again with the targets it misses today (`missed_targets`), judged
+within its group (game, batch, net, selector) as a run would.
 """
 
 from __future__ import annotations
@@ -128,6 +133,25 @@ def missed_targets(row: dict[str, Any], base_sims: int) -> list[str]:
     if row["simulations"] == 128 and base_sims == 32 and growth > COST_GROWTH:
         missed.append(f"cost growth {growth:.2f} > {COST_GROWTH}")
     return missed
+
+
+def judge_rows(path: Path) -> None:
+    """Each speed row in `path` (this script's output) again, with today's `missed_targets`."""
+    import json
+
+    lines = path.read_text().splitlines()
+    rows = [json.loads(x) for x in lines if x.startswith("{") and '"floor_sims_per_s"' in x]
+    base: dict[tuple, int] = {}
+    for row in rows:
+        group = (row["game"], row["batch"], row["net"], row["selector"])
+        base[group] = min(base.get(group, row["simulations"]), row["simulations"])
+    met = 0
+    for row in rows:
+        group = (row["game"], row["batch"], row["net"], row["selector"])
+        missed = missed_targets(row, base[group])
+        met += not missed
+        emit({**row, "missed_targets": missed})
+    print(f"# {met} of {len(rows)} rows meet every target", file=sys.stderr)
 
 
 def speed_fields(
@@ -535,7 +559,11 @@ def main(argv: list[str] | None = None) -> None:
         default=3,
         help="timed rounds (ours, mctx, floor in turn) after a warm-up",
     )
+    parser.add_argument("--judge", type=Path, help="saved rows to judge again; runs nothing")
     subset = parser.parse_known_args(argv)[0]
+    if subset.judge is not None:
+        judge_rows(subset.judge)
+        return
     if subset.quick and subset.chance:
         parser.error("give --quick or --chance, not both")
     # a subset's values are defaults: flags given beside it override them

@@ -1,11 +1,13 @@
-"""`bench/search.py`: the speed targets a row misses (the issue's rules, as printed), and its rows
-of games with chance run; `bench/learning.py`'s judge. Checks of the benchmark scripts (about
-100 s cold in all): they run in `make check`, beside the benchmarks they guard."""
+"""The benchmark scripts through their command lines, as a user runs them: `bench/search.py`'s
+speed targets and its rows of games with chance, `bench/chance.py`'s pooling, `bench/learning.py`'s
+judge and recipes, `bench/transfer.py` at toy sizes. About 100 s cold in all: they run in `make
+check`, beside the benchmarks they guard."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,30 +17,25 @@ pytestmark = pytest.mark.slow
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
-@contextlib.contextmanager
-def bench_module(name: str):
-    """`bench/NAME.py` imported as a module, with `bench/` importable (its `common`) meanwhile."""
-    import sys
-
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCH))
+def bench(
+    script: str, *argv: object, timeout: int = 900
+) -> tuple[subprocess.CompletedProcess, list]:
+    """`python bench/SCRIPT.py ARGV...`: the finished process and its JSON rows."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / f"{script}.py"), *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    rows = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    return proc, rows
 
 
-@pytest.fixture(scope="module")
-def bench_search():
-    with bench_module("search") as module:
-        yield module
-
-
-def _row(net, sims, ratio, ours, floor, growth):
+def _row(net, sims, ratio, ours, floor, growth, selector="puct"):
     return {
+        "game": "connect_four",
+        "batch": 64,
+        "selector": selector,
         "net": net,
         "simulations": sims,
         "ratio": ratio,
@@ -48,55 +45,64 @@ def _row(net, sims, ratio, ours, floor, growth):
     }
 
 
-def test_each_target_is_judged_on_the_rows_it_concerns(bench_search):
-    missed = bench_search.missed_targets
-    # tiny network: twice mctx; the floor does not count
-    assert missed(_row("tiny", 32, 2.0, 1.0, 9.0, 1.0), 32) == []
-    assert missed(_row("tiny", 32, 1.99, 1.0, 9.0, 1.0), 32) == ["ours/mctx 1.99 < 2.0"]
-    # ResNets: mctx's speed and within 1.15x of the floor
-    assert missed(_row("resnet2x16", 32, 1.0, 100.0, 115.0, 1.0), 32) == []
-    assert missed(_row("resnet6x64", 32, 0.9, 100.0, 120.0, 1.0), 32) == [
-        "ours/mctx 0.90 < 1.0",
-        "floor/ours 1.20 > 1.15",
+def test_each_target_is_judged_on_the_rows_it_concerns(tmp_path):
+    """`bench/search.py --judge ROWS`: a tiny network must be twice mctx (the floor does not
+    count); a ResNet mctx's speed and within 1.15x of the floor; the cost growth is judged at
+    128 simulations, in a group that started at 32."""
+    rows = [
+        _row("tiny", 32, 2.0, 1.0, 9.0, 1.0, "puct"),
+        _row("tiny", 32, 1.99, 1.0, 9.0, 1.0, "gumbel"),
+        _row("resnet2x16", 32, 1.0, 100.0, 115.0, 1.0),
+        _row("resnet6x64", 32, 0.9, 100.0, 120.0, 1.0),
+        _row("tiny", 128, 3.0, 1.0, 1.0, 1.31, "puct"),  # its group starts at 32
+        _row("tiny", 64, 3.0, 1.0, 1.0, 1.0, "muzero_puct"),
+        _row("tiny", 128, 3.0, 1.0, 1.0, 1.31, "muzero_puct"),  # its group starts at 64
+        _row("tiny", 64, 3.0, 1.0, 1.0, 1.9, "gumbel"),  # not judged at 64
     ]
-    # cost growth: judged at 128 simulations against a group that started at 32
-    assert missed(_row("tiny", 128, 3.0, 1.0, 1.0, 1.31), 32) == ["cost growth 1.31 > 1.3"]
-    assert missed(_row("tiny", 128, 3.0, 1.0, 1.0, 1.31), 64) == []
-    assert missed(_row("tiny", 64, 3.0, 1.0, 1.0, 1.9), 32) == []
+    saved = tmp_path / "rows.jsonl"
+    saved.write_text('{"machine": {}}\n' + "".join(json.dumps(r) + "\n" for r in rows))
+    proc, judged = bench("search", "--judge", saved, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [r["missed_targets"] for r in judged] == [
+        [],
+        ["ours/mctx 1.99 < 2.0"],
+        [],
+        ["ours/mctx 0.90 < 1.0", "floor/ours 1.20 > 1.15"],
+        ["cost growth 1.31 > 1.3"],
+        [],
+        [],
+        [],
+    ]
+    assert "5 of 8 rows meet every target" in proc.stderr
 
 
 def test_the_ppo_peer_imports_without_turbozeros_dependencies():
-    """`bench/ppo.py --peer-only` runs in a side environment with rejax and gymnax only: its
-    imports must not reach turbozero (hence pgx, optax, orbax, flax)."""
-    import subprocess
-    import sys
-
+    """`bench/ppo.py --peer-only` runs in a side environment with rejax and gymnax only: run as
+    a script with turbozero and its dependencies unimportable, its imports must not reach them
+    (`--help` stops it after its imports)."""
     blocked = ["turbozero", "pgx", "optax", "orbax", "flax"]
     code = (
-        "import sys\n"
+        "import runpy, sys\n"
         f"for name in {blocked!r}:\n"
         "    sys.modules[name] = None\n"
-        f"sys.path.insert(0, {str(BENCH)!r})\n"
-        "import ppo\n"
-        "assert callable(ppo.peer) and callable(ppo.main)\n"
-        "print('imported')\n"
+        f"sys.argv = [{str(BENCH / 'ppo.py')!r}, '--help']\n"
+        f"runpy.run_path(sys.argv[0], run_name='__main__')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "imported" in done.stdout
+    assert "--peer-only" in done.stdout
 
 
-def test_the_chance_rows_run_against_stochastic_mctx(bench_search, capsys):
+def test_the_chance_rows_run_against_stochastic_mctx():
     """`--chance`'s code path on a tiny case (2 games, 2 simulations; each game with one of the
     selectors, to compile less): every row names its peer and deterministic reference, and no
     search chose an illegal move."""
-    import json
-
     tiny = ["--chance", "--batch", "2", "--sims", "2", "--repeats", "1", "--positions", "2"]
-    bench_search.main([*tiny, "--games", "2048", "--selectors", "gumbel"])
-    bench_search.main([*tiny, "--games", "backgammon", "--selectors", "muzero_puct"])
-    out, err = capsys.readouterr()
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    rows, err = [], ""
+    for game, selector in (("2048", "gumbel"), ("backgammon", "muzero_puct")):
+        proc, found = bench("search", *tiny, "--games", game, "--selectors", selector)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rows, err = rows + found[-1:], err + proc.stderr
     assert [(r["game"], r["selector"], r["net"]) for r in rows] == [
         ("2048", "gumbel", "tiny"),
         ("backgammon", "muzero_puct", "tiny"),
@@ -124,22 +130,11 @@ def _chance_row(sims, games, seed, nodes, sampled, half):
 
 
 def _pool(tmp_path, *rows):
-    import json
-    import subprocess
-    import sys
-
     files = []
     for i, row in enumerate(rows):
         files.append(tmp_path / f"set{i}.jsonl")
         files[-1].write_text('{"machine": {}}\n' + json.dumps(row) + "\n")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "chance.py"), "--pool", *map(str, files)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
-    return proc, lines
+    return bench("chance", "--pool", *files, timeout=300)
 
 
 def test_pooled_2048_sets_weigh_means_by_games_and_add_standard_errors(tmp_path):
@@ -186,106 +181,104 @@ def averaged_run(tmp_path_factory):
     return run, config
 
 
-def _judged(learning, argv, capsys) -> list[dict]:
-    import json
-
-    capsys.readouterr()
-    learning.main(argv)
-    lines = capsys.readouterr().out.splitlines()
-    return [json.loads(line) for line in lines if line.startswith("{")][1:]
+def _judged(*argv: object) -> list[dict]:
+    """`bench/learning.py --judge ...`'s rows (its first line, the machine, left out)."""
+    proc, rows = bench("learning", "--judge", *argv)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return rows[1:]
 
 
-def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(averaged_run, capsys):
+def _refused(*argv: object) -> str:
+    """`bench/learning.py ARGV`, which must stop with a usage error; its stderr."""
+    proc, rows = bench("learning", *argv)
+    assert proc.returncode != 0 and not rows[1:], (proc.returncode, rows)
+    return proc.stderr
+
+
+def _accuracy(run: Path, *flags: str) -> dict:
+    """`turbozero eval RUN --accuracy --json FLAGS...` (the judge's figures, asked of the CLI)."""
+    import contextlib
+    import io
+
+    from turbozero.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["eval", str(run), "--accuracy", "--json", *flags]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_judging_a_run_again_asks_its_latest_network_with_each_play_setting(averaged_run):
     """`bench/learning.py --judge RUN`: one row per pair of settings; the row with the run's own
-    PUCT constant is `turbozero.load_agent`'s agent's accuracy at those simulations, by phase
-    and by result too."""
-    import jax
-
-    import turbozero
-    from turbozero.arena.accuracy import move_accuracy, positions_for
-
+    PUCT constant is `turbozero eval --accuracy`'s at those simulations, by phase and by result
+    too."""
     run, config = averaged_run
     own = config.search.c_puct
-    with bench_module("learning") as learning:
-        argv = ["--judge", str(run), "--play-simulations", "4", "--play-c-puct", f"{own},9"]
-        rows = _judged(learning, argv, capsys)
+    rows = _judged(run, "--play-simulations", 4, "--play-c-puct", f"{own},9")
     assert [(r["simulations"], r["c_puct"]) for r in rows] == [(4, own), (4, 9.0)]
-    loaded = turbozero.load_agent(run, 4, which="latest")
-    acc = move_accuracy(
-        loaded.env, loaded.agent, positions_for("tic_tac_toe"), jax.random.PRNGKey(0)
-    )
-    assert rows[0]["accuracy_result"] == round(acc.result, 5)
+    for row, c in zip(rows, (own, 9), strict=True):
+        acc = _accuracy(
+            run, "--which", "latest", "--simulations", "4", "--set", f"search.c_puct={c}"
+        )
+        assert acc["search"]["c_puct"] == c
+        assert row["accuracy_result"] == round(acc["accuracy_result"], 5)
+        assert row["phases"] == acc["phases"] and row["by_result"] == acc["by_result"]
     assert rows[0]["positions"] == 4520 and rows[0]["epoch"] == config.num_epochs
-    assert rows[0]["phases"] == acc.phases and rows[0]["by_result"] == acc.by_result
 
 
 def test_judging_pairs_the_trained_weights_with_their_average_over_several_networks(
-    averaged_run, capsys
+    averaged_run,
 ):
     """`--play-weights playing,trained` asks each network's trained weights beside their
     moving average, on the same positions and key; with several RUNs a summary line per
     setting holds the mean over them and the summed mistakes."""
-    import jax
-
-    import turbozero
-    from turbozero.arena.accuracy import move_accuracy, positions_for
     from turbozero.io.rundir import RunDir
 
     run, _ = averaged_run
     step = max(RunDir(run).checkpoints.glob("[0-9]*"), key=lambda p: int(p.name))
-    with bench_module("learning") as learning:
-        argv = ["--judge", str(run), str(step), "--play-simulations", "4"]
-        rows = _judged(learning, [*argv, "--play-weights", "playing,trained"], capsys)
+    rows = _judged(run, step, "--play-simulations", 4, "--play-weights", "playing,trained")
     judged, summary = rows[:4], rows[4:]
     assert [r["weights"] for r in judged] == ["playing", "trained"] * 2
-    trained = turbozero.load_agent(run, 4, which="latest", weights="trained")
-    acc = move_accuracy(
-        trained.env, trained.agent, positions_for("tic_tac_toe"), jax.random.PRNGKey(0)
-    )
-    assert judged[1]["accuracy_result"] == judged[3]["accuracy_result"] == round(acc.result, 5)
+    acc = _accuracy(run, "--which", "latest", "--simulations", "4", "--weights", "trained")
+    assert judged[1]["accuracy_result"] == judged[3]["accuracy_result"]
+    assert judged[1]["accuracy_result"] == round(acc["accuracy_result"], 5)
     assert [(r["weights"], r["networks"]) for r in summary] == [("playing", 2), ("trained", 2)]
     assert summary[1]["mistakes"] == judged[1]["mistakes"] + judged[3]["mistakes"]
     assert summary[1]["positions"] == 2 * 4520
-    with bench_module("learning") as learning, pytest.raises(SystemExit):
-        learning.main(["--judge", str(run), "--play-weights", "playing,raw"])
+    assert "'raw' is not one of" in _refused("--judge", run, "--play-weights", "playing,raw")
 
 
-def test_judging_with_first_play_urgency_adds_a_row_per_value(averaged_run, capsys):
-    """`--judge RUN --play-fpu zero,node`: one row each, "zero" the run's own search (the
-    class default of `search.fpu`), "node" another."""
+def test_judging_with_first_play_urgency_adds_a_row_per_value(averaged_run):
+    """`--judge RUN --play-fpu zero,node,network`: one row each; the row with the run's own
+    `search.fpu` is the run's own search."""
     run, _ = averaged_run
-    with bench_module("learning") as learning:
-        plain = _judged(learning, ["--judge", str(run), "--play-simulations", "8"], capsys)
-        argv = ["--judge", str(run), "--play-simulations", "8", "--play-fpu", "zero,node"]
-        rows = _judged(learning, argv, capsys)
-        with pytest.raises(SystemExit):
-            learning.main(["--judge", str(run), "--play-fpu", "parent"])
-    assert [r["fpu"] for r in rows] == ["zero", "node"]
-    assert rows[0]["accuracy_result"] == plain[0]["accuracy_result"]
-    assert plain[0]["fpu"] == "zero"
+    plain = _judged(run, "--play-simulations", 8)
+    rows = _judged(run, "--play-simulations", 8, "--play-fpu", "zero,node,network")
+    assert [r["fpu"] for r in rows] == ["zero", "node", "network"]
+    (own,) = [r for r in rows if r["fpu"] == plain[0]["fpu"]]
+    assert own["accuracy_result"] == plain[0]["accuracy_result"]
+    assert "'parent' is not one of" in _refused("--judge", run, "--play-fpu", "parent")
 
 
-def test_judging_with_a_first_play_reduction_adds_a_row_per_value(averaged_run, capsys):
+def test_judging_with_a_first_play_reduction_adds_a_row_per_value(averaged_run):
     """`--judge RUN --play-fpu network --play-fpu-reduction 0,2`: one row per reduction, 0
     the plain rule; a reduction outside [0, 2] is refused before anything is judged."""
     run, _ = averaged_run
-    with bench_module("learning") as learning:
-        argv = ["--judge", str(run), "--play-simulations", "8", "--play-fpu", "network"]
-        plain = _judged(learning, argv, capsys)
-        rows = _judged(learning, [*argv, "--play-fpu-reduction", "0,2"], capsys)
-        with pytest.raises(SystemExit):
-            learning.main([*argv, "--play-fpu-reduction", "2.5"])
+    argv = [run, "--play-simulations", 8, "--play-fpu", "network"]
+    plain = _judged(*argv)
+    rows = _judged(*argv, "--play-fpu-reduction", "0,2")
     assert [(r["fpu"], r["fpu_reduction"]) for r in rows] == [("network", 0.0), ("network", 2.0)]
     assert rows[0]["accuracy_result"] == plain[0]["accuracy_result"]
     assert plain[0]["fpu_reduction"] == 0.0  # the class default
+    assert "fpu_reduction" in _refused("--judge", *argv, "--play-fpu-reduction", "0,2.5")
 
 
 def test_judging_on_a_larger_connect_four_set_reports_the_positions_beyond_the_runs_own(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch
 ):
     """`--play-positions N`: the labelled set of N positions, whose first ones are the run's
     own (same seed), and the accuracy on the rest apart (`fresh_*`): the run's own mistakes
-    plus the fresh ones are the larger set's. A game whose set is fixed is refused."""
+    plus the fresh ones are the larger set's."""
     from tests.alphazero.test_selfplay_and_trainer import TINY
     from turbozero.alphazero import train
 
@@ -295,12 +288,9 @@ def test_judging_on_a_larger_connect_four_set_reports_the_positions_beyond_the_r
         ["env=connect_four", "max_episode_steps=42", "num_epochs=1", "eval_accuracy_positions=24"]
     )
     train(config, run, progress=False)
-    with bench_module("learning") as learning:
-        base = ["--judge", str(run), "--play-simulations", "4"]
-        own = _judged(learning, base, capsys)
-        rows = _judged(learning, [*base, "--play-positions", "40"], capsys)
-        with pytest.raises(SystemExit):
-            learning.main([*base, "--play-positions", "0"])
+    own = _judged(run, "--play-simulations", 4)
+    rows = _judged(run, "--play-simulations", 4, "--play-positions", 40)
+    assert "--play-positions must be" in _refused("--judge", run, "--play-positions", 0)
     assert "fresh_positions" not in own[0]
     assert own[0]["positions"] == 24 and rows[0]["positions"] == 40
     assert rows[0]["fresh_positions"] == 16
@@ -309,29 +299,30 @@ def test_judging_on_a_larger_connect_four_set_reports_the_positions_beyond_the_r
     assert rows[0]["fresh_accuracy_result"] == pytest.approx(fresh_share, abs=1e-5)
 
 
-def test_judging_refuses_a_larger_set_for_a_game_whose_set_is_fixed(averaged_run, capsys):
+def test_judging_refuses_a_larger_set_for_a_game_whose_set_is_fixed(averaged_run):
     run, _ = averaged_run
-    with bench_module("learning") as learning, pytest.raises(SystemExit, match="fixed"):
-        learning.main(["--judge", str(run), "--play-positions", "5000"])
+    proc, _ = bench("learning", "--judge", run, "--play-positions", 5000)
+    assert proc.returncode != 0 and "whose set is fixed" in proc.stderr
 
 
 @pytest.mark.parametrize("preset", ["tic_tac_toe", "connect_four"])
 def test_the_learning_baseline_is_the_preset_as_it_was_before_the_strength_work(preset):
-    """`bench/learning.py`'s baseline overrides turn today's preset back into the one the
-    strength work started from (every later change to the preset must be undone there too)."""
-    import turbozero.alphazero.config  # noqa: F401  (registers the presets)
+    """`bench/learning.py`'s baseline (its `--dry-run` line) is today's preset turned back into
+    the one the strength work started from (every later change to the preset must be undone
+    there too)."""
     from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-    from turbozero.config import get_preset
 
-    with bench_module("learning") as learning:
-        baseline = get_preset(preset).make().with_overrides(learning.BASELINES[preset])
     common = dict(augment=True, eval_accuracy=True)
+    # the class defaults of that day where today's differ (docs/configuration.md)
+    first = dict(
+        root_value_weight=0.0, ema_decay=0.0, ema_selfplay=False, overlap=False, eval_simulations=0
+    )
     before = {
         "tic_tac_toe": AlphaZeroConfig(
             env="tic_tac_toe",
             num_games=64,
-            network=NetworkConfig(kind="mlp", hidden=(64, 64)),
-            search=SearchConfig(num_simulations=32, max_nodes=48, c_puct=1.25),
+            network=NetworkConfig(kind="mlp", hidden=(64, 64), value_bins=0),
+            search=SearchConfig(num_simulations=32, max_nodes=48, c_puct=1.25, fpu="zero"),
             temperature=1.0,
             temperature_moves=4,
             max_episode_steps=9,
@@ -346,12 +337,14 @@ def test_the_learning_baseline_is_the_preset_as_it_was_before_the_strength_work(
             eval_games=64,
             eval_opponents=("random", "perfect"),
             **common,
+            **first,
         ),
         "connect_four": AlphaZeroConfig(
             env="connect_four",
             num_games=128,
-            network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32),
-            search=SearchConfig(num_simulations=32, max_nodes=64),
+            network=NetworkConfig(kind="resnet", num_blocks=2, num_channels=32, value_bins=0),
+            search=SearchConfig(num_simulations=32, max_nodes=64, fpu="zero"),
+            learning_rate=1e-3,
             temperature_moves=10,
             max_episode_steps=42,
             memory_capacity=128,
@@ -365,68 +358,39 @@ def test_the_learning_baseline_is_the_preset_as_it_was_before_the_strength_work(
             eval_games=32,
             eval_opponents=("random",),
             **common,
+            **first,
         ),
     }[preset]
-    assert baseline == before
+    proc, rows = bench("learning", "--preset", preset, "--budget", 1800, "--dry-run", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    baseline = next(r for r in rows if r.get("recipe") == "baseline")
+    expected = before.with_overrides(["max_wall_seconds=1800", "seed=0"]).resolved()
+    assert AlphaZeroConfig.from_dict(baseline["config"]) == expected
 
 
-def test_the_learning_bench_refuses_a_negative_first_seed(capsys):
+def test_the_learning_bench_refuses_a_negative_first_seed():
     """`bench/learning.py --first-seed N` starts its seeds at N, which must be >= 0."""
-    with bench_module("learning") as learning, pytest.raises(SystemExit):
-        learning.main(["--first-seed", "-1"])
-    assert "--first-seed >= 0" in capsys.readouterr().err
+    assert "--first-seed >= 0" in _refused("--first-seed", -1, "--dry-run")
 
 
-def test_the_learning_bench_runs_the_seeds_from_its_first_seed_on(monkeypatch, capsys):
-    """`--first-seed 2 --seeds 2` trains seeds 2 and 3, each recipe once per seed."""
-    with bench_module("learning") as learning:
-        asked = []
-
-        def fake(preset, overrides, budget, seed, out):
-            asked.append((seed, out.name))
-            return {"seed": seed}
-
-        monkeypatch.setattr(learning, "run_recipe", fake)
-        learning.main(["--first-seed", "2", "--seeds", "2", "--budget", "1"])
-        with pytest.raises(SystemExit):
-            learning.main(["--first-seed", str(2**32 - 1), "--seeds", "2"])
-    assert asked == [(2, "candidate2"), (2, "baseline2"), (3, "candidate3"), (3, "baseline3")]
-    assert "must be <= 4294967295" in capsys.readouterr().err
+def test_the_learning_bench_runs_the_seeds_from_its_first_seed_on():
+    """`--first-seed 2 --seeds 2` trains seeds 2 and 3, each recipe once per seed; the last
+    seed must fit a seed's range."""
+    proc, rows = bench("learning", "--first-seed", 2, "--seeds", 2, "--budget", 1, "--dry-run")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = [(r["seed"], r["recipe"]) for r in rows if "recipe" in r]
+    assert runs == [(2, "candidate"), (2, "baseline"), (3, "candidate"), (3, "baseline")]
+    assert [r["config"]["seed"] for r in rows if "recipe" in r] == [2, 2, 3, 3]
+    assert "must be <= 4294967295" in _refused("--first-seed", 2**32 - 1, "--seeds", 2, "--dry-run")
 
 
 def test_the_transfer_benchmark_trains_both_recipes_and_plays_every_match(tmp_path):
     """`bench/transfer.py` through its command line at toy sizes: a row per run (the old side
     with the first recipe's overrides) and a row per match, each match with its games played
     and a score inside its interval."""
-    import json
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "transfer.py"),
-            "--game",
-            "othello",
-            "--budget",
-            "15",
-            "--games",
-            "4",
-            "--mcts",
-            "4",
-            "--mcts-games",
-            "2",
-            "--simulations",
-            "4",
-            "--keep",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    argv = ["--game", "othello", "--budget", 15, "--games", 4, "--mcts", 4, "--mcts-games", 2]
+    proc, rows = bench("transfer", *argv, "--simulations", 4, "--keep", tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     runs = [r for r in rows if "side" in r]
     assert [r["side"] for r in runs] == ["new", "old"]
     assert "learning_rate=0.001" in runs[1]["overrides"] and runs[0]["epochs"] >= 1
@@ -444,3 +408,16 @@ def test_the_transfer_benchmark_trains_both_recipes_and_plays_every_match(tmp_pa
     for m in matches:
         assert m["score_low"] <= m["score"] <= m["score_high"]
         assert m["wins"] + m["draws"] + m["losses"] == m["games"]
+    # an ablation: the new recipe with one lever changed, against the kept old run
+    ablated = tmp_path / "ablated"
+    argv = [*argv, "--simulations", 4, "--set", "temperature_moves=15"]
+    proc, rows = bench("transfer", *argv, "--old-run", tmp_path / "othello-old", "--keep", ablated)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["side"] for r in rows if "side" in r] == ["new"]
+    assert "temperature_moves=15" in rows[1]["overrides"]
+    assert not (ablated / "othello-old").exists()
+    assert [m["games"] for m in rows if "score" in m] == [4, 2, 2]
+    proc, _ = bench("transfer", *argv, "--old-run", ablated / "nothing")
+    assert proc.returncode == 2 and "not a run directory" in proc.stderr
+    proc, _ = bench("transfer", "--game", "othello", "--set", "temperature_moves=-1")
+    assert proc.returncode == 2 and "temperature_moves" in proc.stderr

@@ -25,6 +25,7 @@ def load_agent(  # type: ignore[no-untyped-def]
     env=None,
     module=None,
     trust=False,
+    search=None,
 ):
     """A ready agent from a run directory or checkpoint (see `turbozero.loading.load_agent`)."""
     from turbozero.loading import load_agent as _load
@@ -38,6 +39,7 @@ def load_agent(  # type: ignore[no-untyped-def]
         env=env,
         module=module,
         trust=trust,
+        search=search,
     )
 
 

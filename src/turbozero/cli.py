@@ -181,7 +181,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_eval_args(args)
     enable_compilation_cache()
     loaded = turbozero.load_agent(
-        args.run_dir, args.simulations, which=args.which, trust=args.trust_run
+        args.run_dir,
+        args.simulations,
+        which=args.which,
+        trust=args.trust_run,
+        weights=args.weights,
+        search=_play_settings(args.set),
     )
     key = jax.random.PRNGKey(args.seed)
     if args.accuracy:
@@ -192,6 +197,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out = _eval_two_players(args, loaded, key)
     _print_eval(out, as_json=args.json)
     return 0
+
+
+def _play_settings(items: list[str]) -> dict[str, Any]:
+    """`eval --set search.NAME=VALUE ...` as `load_agent`'s `search`, each value parsed by its
+    setting's type; a `ConfigError` for a setting that cannot change at play."""
+    from turbozero.alphazero.config import SearchConfig
+    from turbozero.alphazero.load import PLAY_SEARCH_SETTINGS
+
+    names, stripped = [], []
+    for item in items:
+        key, sep, value = item.partition("=")
+        name = key.strip().removeprefix("search.")
+        if not sep or name not in PLAY_SEARCH_SETTINGS:
+            raise ConfigError(
+                f"--set {item!r}: eval changes the search's play settings only, as "
+                f"search.NAME=VALUE with NAME one of {', '.join(PLAY_SEARCH_SETTINGS)}"
+            )
+        names.append(name)
+        stripped.append(f"{name}={value}")
+    parsed = SearchConfig().with_overrides(stripped)
+    return {name: getattr(parsed, name) for name in names}
+
+
+def _play_search_of(loaded: Any) -> dict[str, Any]:
+    """The play settings an AlphaZero agent searches with (none for PPO)."""
+    from turbozero.alphazero.load import PLAY_SEARCH_SETTINGS
+
+    search = getattr(getattr(loaded, "config", None), "search", None)
+    return {} if search is None else {k: getattr(search, k) for k in PLAY_SEARCH_SETTINGS}
 
 
 def _check_eval_args(args: argparse.Namespace) -> None:
@@ -209,14 +243,18 @@ def _check_eval_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} must be in [{low}, {high}], got {value}")
     if not SEED_MIN <= args.seed <= SEED_MAX:
         raise ConfigError(f"--seed must be in [{SEED_MIN}, {SEED_MAX}], got {args.seed}")
-    if args.simulations is not None:
+    _play_settings(args.set)
+    searched = [("--simulations", args.simulations), ("--set", args.set or None)]
+    searched.append(("--weights", None if args.weights == "playing" else args.weights))
+    for flag, value in searched:
+        if value is None:
+            continue
         from turbozero.loading import run_algorithm
 
         rd, algorithm = run_algorithm(args.run_dir)
         if algorithm == "ppo":
             raise ConfigError(
-                f"--simulations is for AlphaZero runs; {str(rd.path)!r} is a PPO run (it does "
-                f"not search)"
+                f"{flag} is for AlphaZero runs; {str(rd.path)!r} is a PPO run (it does not search)"
             )
     if args.accuracy:
         for flag, value in (
@@ -261,6 +299,9 @@ def _eval_accuracy(args: argparse.Namespace, loaded: Any, key: Any) -> dict[str,
         "run": str(args.run_dir),
         "agent": loaded.agent.name,
         "env": env.name,
+        "epoch": loaded.epoch,
+        "weights": args.weights,
+        "search": _play_search_of(loaded),
         "positions": acc.num_positions,
         "accuracy_result": acc.result,
         "mistakes": acc.mistakes,
@@ -391,6 +432,8 @@ def _print_eval(out: dict[str, Any], *, as_json: bool) -> None:
                 )
             elif k in ("phases", "by_result"):
                 v = "; ".join(f"{name}: {_phase_line(p)}" for name, p in v.items())
+            elif k == "search":
+                v = ", ".join(f"{name}={x}" for name, x in v.items())
             print(f"{k:>{width}}: {v}")
 
 
@@ -835,6 +878,21 @@ def _add_eval(sub: Any) -> None:
         default=None,
         help="with --accuracy: Connect Four positions in the labelled set (default: the run's "
         "eval_accuracy_positions, 1000 unless set)",
+    )
+    v.add_argument(
+        "--weights",
+        default="playing",
+        choices=["playing", "trained"],
+        help="AlphaZero: the weights the run plays with (default; with ema_decay, their moving "
+        "average) or the trained ones (a training checkpoint: --which latest or a step)",
+    )
+    v.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="search.NAME=VALUE",
+        help="AlphaZero: play with another value of the search's c_puct, fpu or fpu_reduction "
+        "than the run's (repeatable)",
     )
     v.add_argument("--json", action="store_true", help="print one JSON object")
     _trust_run(v, "")

@@ -28,6 +28,7 @@ def load_agent(
     env: Any = None,
     module: Any = None,
     trust: bool = False,
+    search: Any = None,
 ) -> Any:
     """A ready agent (with `.env`, `.act(states, key)`, `.policy(states, key)`) from a run.
 
@@ -47,6 +48,8 @@ def load_agent(
         trust: AlphaZero runs whose `config.json` names code of their own to rebuild a part
             (`train(..., rebuild=...)`, a `reward_fn`): import and call it (said first on
             stderr). Without it such a run is refused: a run directory is opened as data.
+        search: AlphaZero runs: play settings of the search other than the run's, e.g.
+            `{"c_puct": 2.0, "fpu": "node"}` (`turbozero.alphazero.load.PLAY_SEARCH_SETTINGS`).
     """
     temperature = check_number("temperature", temperature, low=0.0)
     if weights not in ("playing", "trained"):
@@ -62,6 +65,7 @@ def load_agent(
             "env": env,
             "module": module,
             "weights": None if weights == "playing" else weights,
+            "search": search or None,
         }
         unused = [k for k, v in given.items() if v is not None]
         if unused:
@@ -85,4 +89,5 @@ def load_agent(
         env=env,
         module=module,
         trust=trust,
+        search=search,
     )

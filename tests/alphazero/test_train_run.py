@@ -121,6 +121,54 @@ def test_the_trained_weights_of_a_run_with_a_moving_average_load_from_a_training
         turbozero.load_agent(run, which="latest", weights="raw")
 
 
+def test_an_agent_plays_with_the_search_settings_it_is_given_and_keeps_the_runs_others(
+    full_run,
+):
+    """`load_agent(search=...)` changes PUCT's play settings only, each checked as in a
+    config; the run's own values, given again, play the same moves as the run's agent."""
+    import turbozero
+    from turbozero.envs import make
+
+    run, _ = full_run
+    own = turbozero.load_agent(run, 4, which="latest")
+    other = turbozero.load_agent(run, 4, which="latest", search={"c_puct": 3.0, "fpu": "node"})
+    changed = {"c_puct": 3.0, "fpu": "node"}
+    assert {k: getattr(other.config.search, k) for k in changed} == changed
+    run_search = own.config.search.to_dict()
+    assert {k: v for k, v in other.config.search.to_dict().items() if k not in changed} == {
+        k: v for k, v in run_search.items() if k not in changed
+    }
+    same = turbozero.load_agent(run, 4, which="latest", search={"c_puct": own.config.search.c_puct})
+    env = make("tic_tac_toe")
+    states = jax.vmap(lambda k: env.init(k)[0])(jax.random.split(jax.random.PRNGKey(1), 8))
+    key = jax.random.PRNGKey(2)
+    np.testing.assert_array_equal(same.act(states, key), own.act(states, key))
+    with pytest.raises(ValueError, match="num_simulations cannot change at play"):
+        turbozero.load_agent(run, which="latest", search={"num_simulations": 8})
+    with pytest.raises(ValueError, match=r"search\.c_puct"):
+        turbozero.load_agent(run, which="latest", search={"c_puct": -1.0})
+
+
+def test_eval_accuracy_plays_with_the_weights_and_search_settings_asked(full_run, capsys):
+    """`turbozero eval --accuracy --weights trained --set search.c_puct=2`: the report names
+    the weights and the search it played with; a setting that cannot change at play, or a
+    value of the wrong type, is refused in one line."""
+    import json
+
+    from turbozero.cli import main
+
+    run, _ = full_run
+    argv = ["eval", str(run), "--accuracy", "--json", "--which", "latest", "--simulations", "4"]
+    assert main([*argv, "--weights", "trained", "--set", "search.c_puct=2"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["weights"] == "trained" and out["search"]["c_puct"] == 2.0
+    assert out["positions"] == 4520 and 0.0 <= out["accuracy_result"] <= 1.0
+    assert main([*argv, "--set", "search.max_nodes=8"]) == 2
+    assert "the search's play settings only" in capsys.readouterr().err
+    assert main([*argv, "--set", "search.c_puct=high"]) == 2
+    assert "c_puct" in capsys.readouterr().err
+
+
 def test_eval_reports_the_random_opening_moves_it_played(full_run, capsys):
     """Evaluation games start with random moves by default (so even the perfect tic-tac-toe
     player can lose them); the report says how many there were."""

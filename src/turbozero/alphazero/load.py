@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,32 @@ class LoadedAgent:
     @property
     def params(self) -> Any:
         return self.agent.params
+
+
+#: search settings an agent can play with other values than its run's (`load_agent`'s `search`):
+#: PUCT's selection rule; the rest fix what the network was trained against
+PLAY_SEARCH_SETTINGS = ("c_puct", "fpu", "fpu_reduction")
+
+
+def play_search(run_search: Any, search: Mapping[str, Any] | None) -> Any:
+    """The run's `SearchConfig` with `search`'s play settings changed, each checked as in a
+    config; a `ValueError` naming a setting that cannot change at play."""
+    if not search:
+        return run_search
+    if not isinstance(search, Mapping):
+        raise ValueError(f"search must be a mapping of setting to value, got {search!r}")
+    fixed = sorted(set(search) - set(PLAY_SEARCH_SETTINGS))
+    if fixed:
+        raise ValueError(
+            f"search: {', '.join(fixed)} cannot change at play (the run trained with it); "
+            f"what can: {', '.join(PLAY_SEARCH_SETTINGS)}"
+        )
+    if run_search.selector != "puct":
+        raise ValueError(
+            f"search: {', '.join(sorted(search))} are settings of the puct selector; the run "
+            f"searches with {run_search.selector!r}"
+        )
+    return dataclasses.replace(run_search, **search)
 
 
 def _check_load_args(which: str, weights: str, num_simulations: int | None) -> None:
@@ -162,6 +189,7 @@ def load_agent(
     env: Env | None = None,
     module: Any = None,
     trust: bool = False,
+    search: Mapping[str, Any] | None = None,
 ) -> LoadedAgent:
     """The agent of a run directory (its best checkpoint, or latest with `which="latest"`).
 
@@ -183,6 +211,10 @@ def load_agent(
             (a function of yours, `train(..., rebuild=...)`, or a `reward_fn`), after saying
             what on stderr; without it such a run is refused (a run directory is data: see
             `turbozero.alphazero.rebuild`).
+        search: play settings of the search other than the run's, e.g. `{"c_puct": 2.0,
+            "fpu": "node"}`: any of `PLAY_SEARCH_SETTINGS` (PUCT's constant, the value of an
+            unvisited move and its reduction), checked as in a config; `agent.config.search`
+            holds the search it plays with.
 
     Raises:
         ValueError: for out-of-range arguments, `weights="trained"` asked of a best network
@@ -197,6 +229,7 @@ def load_agent(
     if saved["algorithm"] != "alphazero":
         raise ValueError(f"{rd.path} is a {saved['algorithm']!r} run; use turbozero.load_agent")
     cfg = AlphaZeroConfig.from_record(saved["config"]).resolved()
+    playing = play_search(cfg.search, search)
     env, module = _rebuild_parts(rd, saved, cfg, env, module, trust=trust)
     az = make_alphazero(cfg, env=env, module=module)
     example = az.env.observe(az.env.init(jax.random.PRNGKey(0))[0])
@@ -208,7 +241,7 @@ def load_agent(
         az.eval_fn,
         params,
         num_simulations=sims,
-        selector=make_selector(cfg.search),
+        selector=make_selector(playing),
         temperature=temperature,
         chance_widening=cfg.search.chance_widening,
         discount=cfg.search.discount,
@@ -217,7 +250,7 @@ def load_agent(
     return LoadedAgent(
         agent=agent,
         env=az.env,
-        config=cfg,
+        config=cfg if playing is cfg.search else dataclasses.replace(cfg, search=playing),
         epoch=int(meta.get("epoch", meta.get("step", 0))),
         path=rd.path,
         az=az,

@@ -19,6 +19,11 @@ the trained networks and not a play-time setting: new against old over `--games`
 
     python bench/transfer.py --game othello [--budget 1800] [--games 200] [--keep DIR]
     python bench/transfer.py --game othello --runs NEW_RUN OLD_RUN    # the matches only
+    python bench/transfer.py --game othello --set temperature_moves=15 --old-run OLD_RUN
+
+An ablation: `--set KEY=VALUE` (repeatable) changes the new side's recipe (one lever of it
+undone), and `--old-run DIR` plays a kept old run instead of training one again (same game,
+budget and seed), so one lever costs one training.
 
 Run it alone: training and the matches use every core.
 """
@@ -33,6 +38,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +76,17 @@ OLD_PRESET = {
 }
 
 
-def recipe(game: str, side: str) -> list[str]:
-    """`--set` overrides of the preset for `side` ("new": none; "old": the first recipe)."""
-    return [] if side == "new" else [*FIRST_RECIPE, *OLD_PRESET[game]]
+def recipe(game: str, side: str, ablation: Sequence[str] = ()) -> list[str]:
+    """`--set` overrides of the preset for `side` ("new": `ablation`, none by default; "old":
+    the first recipe)."""
+    return list(ablation) if side == "new" else [*FIRST_RECIPE, *OLD_PRESET[game]]
 
 
-def train_side(game: str, side: str, budget: float, seed: int, out: Path) -> dict[str, Any]:
+def train_side(
+    game: str, side: str, budget: float, seed: int, out: Path, ablation: Sequence[str]
+) -> dict[str, Any]:
     """Trains `game`'s preset on `side`'s recipe for `budget` seconds into `out`; its row."""
-    overrides = [*recipe(game, side), f"max_wall_seconds={budget}", f"seed={seed}"]
+    overrides = [*recipe(game, side, ablation), f"max_wall_seconds={budget}", f"seed={seed}"]
     config = get_preset(game).make().with_overrides(overrides)
     summary = train(config, out, preset=game, progress=False)
     return {
@@ -139,7 +148,19 @@ def main() -> None:
     parser.add_argument("--opening-moves", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="write the two runs here (default: a temp dir)")
     parser.add_argument("--runs", type=Path, nargs=2, metavar=("NEW", "OLD"), help="no training")
+    parser.add_argument(
+        "--set", action="append", default=[], help="the new side's recipe changed (an ablation)"
+    )
+    parser.add_argument("--old-run", type=Path, help="a kept old run: train the new side only")
     args = parser.parse_args()
+    if args.runs and (args.set or args.old_run):
+        parser.error("--runs trains nothing: --set and --old-run are for a training")
+    if args.old_run and not (args.old_run / "config.json").exists():
+        parser.error(f"--old-run: {args.old_run} is not a run directory")
+    try:  # the ablation's settings, checked before anything trains
+        get_preset(args.game).make().with_overrides(args.set).resolved()
+    except ValueError as err:
+        parser.error(f"--set: {err}")
     for name in ("games", "mcts_games"):
         if getattr(args, name) < 2 or getattr(args, name) % 2:
             parser.error(f"--{name.replace('_', '-')} must be even and >= 2 (colours alternate)")
@@ -150,8 +171,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         runs = {side: root / f"{args.game}-{side}" for side in ("new", "old")}
+        if args.old_run:
+            runs["old"] = args.old_run
         for side, out in runs.items():
-            emit(train_side(args.game, side, args.budget, args.seed, out))
+            if side == "old" and args.old_run:
+                continue
+            emit(train_side(args.game, side, args.budget, args.seed, out, args.set))
         matches(args, runs["new"], runs["old"])
 
 

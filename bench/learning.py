@@ -99,6 +99,18 @@ BASELINES: dict[str, list[str]] = {
 }
 
 
+def accuracy_fields(acc: Any) -> dict[str, Any]:
+    """A row's accuracy figures (`turbozero.arena.accuracy`'s result, rounded)."""
+    return {
+        "accuracy_result": round(acc.result, 5),
+        "accuracy_best": round(acc.best, 5),
+        "mistakes": round((1 - acc.result) * acc.num_positions),
+        "positions": acc.num_positions,
+        "phases": acc.phases,
+        "by_result": acc.by_result,
+    }
+
+
 def recipe_config(preset: str, overrides: list[str], budget: float, seed: int) -> Any:
     """The resolved config of `preset` with `overrides`, trained for at most `budget` seconds."""
     config = get_preset(preset).make()
@@ -118,12 +130,7 @@ def run_recipe(
     return {
         "preset": preset,
         "seed": seed,
-        "accuracy_result": round(acc.result, 5),
-        "accuracy_best": round(acc.best, 5),
-        "mistakes": round((1 - acc.result) * acc.num_positions),
-        "positions": acc.num_positions,
-        "phases": acc.phases,
-        "by_result": acc.by_result,
+        **accuracy_fields(acc),
         "epochs": summary["epochs"],
         "env_steps": summary["env_steps"],
         "seconds": round(summary["wall_seconds"], 1),
@@ -184,12 +191,7 @@ def judge_run(
                 "weights": which_weights,
                 "fpu": search.fpu,
                 "fpu_reduction": search.fpu_reduction,
-                "accuracy_result": round(acc.result, 5),
-                "accuracy_best": round(acc.best, 5),
-                "mistakes": round((1 - acc.result) * acc.num_positions),
-                "positions": acc.num_positions,
-                "phases": acc.phases,
-                "by_result": acc.by_result,
+                **accuracy_fields(acc),
                 **(
                     {
                         "fresh_accuracy_result": round(beyond.result, 5),

@@ -10,7 +10,9 @@ Connect Four positions 8 to 24 plies deep labelled by `bitbully`). One JSON line
 - `accuracy_result`: share of positions where the move keeps the game-theoretic result;
 - `accuracy_best`: share where it has the solver's best score;
 - `mistakes`: positions where the move loses value; `positions`, `epochs`, `seconds` (training
-  wall-clock, compilation excluded), `recipe` (`candidate` or `baseline`), `seed`.
+  wall-clock, compilation excluded), `recipe` (`candidate` or `baseline`), `seed`;
+- `evaluations` and `eval_seconds`: the evaluations made during training and their seconds in
+  all (part of `seconds`).
 
 The baseline is the recipe the presets had before the strength work (`BASELINES`: the overrides
 that turn today's preset back into it), so every change to a preset is judged side by side, on
@@ -52,6 +54,7 @@ turbozero.configure()  # before any JAX computation (pgx's import starts JAX)
 
 import argparse
 import itertools
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -134,8 +137,17 @@ def run_recipe(
         "epochs": summary["epochs"],
         "env_steps": summary["env_steps"],
         "seconds": round(summary["wall_seconds"], 1),
+        **evaluation_fields(out / "metrics.jsonl"),
         "simulations": config.eval_simulations or config.search.num_simulations,
     }
+
+
+def evaluation_fields(metrics: Path) -> dict[str, Any]:
+    """How many evaluations a run made during training and the seconds they took in all (its
+    `metrics.jsonl` rows with `eval_seconds`)."""
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    seconds = [row["eval_seconds"] for row in rows if "eval_seconds" in row]
+    return {"evaluations": len(seconds), "eval_seconds": round(sum(seconds), 1)}
 
 
 def judge_run(

@@ -128,6 +128,8 @@ RUN_CHANGES = [
     "tensorboard=true",
     "wandb_project=elsewhere",
 ]
+#: changed in a second config: refused beside `gating_threshold`
+RUN_CHANGES_APART = ["eval_share=0.1"]
 
 
 def test_settings_no_program_reads_share_a_built_system_and_change_no_program():
@@ -140,17 +142,19 @@ def test_settings_no_program_reads_share_a_built_system_and_change_no_program():
     from turbozero.alphazero import make_alphazero
     from turbozero.alphazero.trainer import RUN_SETTINGS, _build_alphazero
 
-    changed = TINY.with_overrides(RUN_CHANGES).resolved()
     base = TINY.resolved()
-    differ = {k for k, v in changed.to_dict().items() if base.to_dict()[k] != v}
-    assert differ == RUN_SETTINGS  # (each one changed here)
-    shared = make_alphazero(changed)
-    assert shared.collect is make_alphazero(TINY).collect and shared.config == changed
     a = _build_alphazero(base, None, None, None, None, None, None, None)
-    b = _build_alphazero(changed, None, None, None, None, None, None, None)
     key = jax.random.PRNGKey(0)
-    assert jax.jit(a.init).lower(key).as_text() == jax.jit(b.init).lower(key).as_text()
     state = jax.eval_shape(a.init, key)
-    for name in ("collect", "train_steps"):
-        fa, fb = (jax.jit(getattr(s, name), static_argnums=1) for s in (a, b))
-        assert fa.lower(state, 2).as_text() == fb.lower(state, 2).as_text(), name
+    differ = set()
+    for changes in (RUN_CHANGES, RUN_CHANGES_APART):
+        changed = TINY.with_overrides(changes).resolved()
+        differ |= {k for k, v in changed.to_dict().items() if base.to_dict()[k] != v}
+        shared = make_alphazero(changed)
+        assert shared.collect is make_alphazero(TINY).collect and shared.config == changed
+        b = _build_alphazero(changed, None, None, None, None, None, None, None)
+        assert jax.jit(a.init).lower(key).as_text() == jax.jit(b.init).lower(key).as_text()
+        for name in ("collect", "train_steps"):
+            fa, fb = (jax.jit(getattr(s, name), static_argnums=1) for s in (a, b))
+            assert fa.lower(state, 2).as_text() == fb.lower(state, 2).as_text(), name
+    assert differ == RUN_SETTINGS  # (each one changed here)

@@ -797,7 +797,7 @@ def _add_train(sub: Any) -> None:
         action="store_true",
         help="continue the run in --out from its own config (--set may change only where it "
         "stops and what it logs; AlphaZero: num_epochs, max_wall_seconds, tensorboard, "
-        "wandb_project, eval_record_games; PPO: tensorboard, wandb_project)",
+        "wandb_project, eval_record_games, eval_share; PPO: tensorboard, wandb_project)",
     )
     t.add_argument("--list", action="store_true", help="list presets")
     t.add_argument(

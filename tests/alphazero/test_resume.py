@@ -384,3 +384,39 @@ def test_a_checkpoint_with_emptied_array_files_is_passed_over_in_one_line(tmp_pa
     assert "TensorStore" not in passed[0]  # (orbax's reason ends in a dump of the array's spec)
     assert "Event loop is closed" not in err and "Traceback" not in err, err[-2000:]
     assert "never retrieved" not in err and "never awaited" not in err, err[-2000:]
+
+
+def _evaluated(run):
+    return [r["epoch"] for r in RunDir(run).read_metrics() if "eval_seconds" in r]
+
+
+def test_evaluations_over_their_share_of_the_clock_are_skipped_except_the_last(tmp_path):
+    """With a tiny `eval_share`, the first scheduled evaluation runs (none has taken time yet),
+    later ones are skipped while the evaluations' seconds exceed the share, and the last epoch's
+    always runs; the skipped evaluations change nothing in training. The clock is part of the
+    checkpoint: a resumed run does not start its share afresh."""
+    cfg = TINY.with_overrides(["eval_every=1", "num_epochs=4"])
+    every, shared, resumed = tmp_path / "every", tmp_path / "shared", tmp_path / "resumed"
+    train(cfg, every, progress=False)
+    train(cfg.with_overrides(["eval_share=1e-9"]), shared, progress=False)
+    assert _evaluated(every) == [1, 2, 3, 4]
+    assert _evaluated(shared) == [1, 4]
+    losses = [[r["loss"] for r in RunDir(run).read_metrics()] for run in (every, shared)]
+    assert losses[0] == losses[1]
+    train(cfg.with_overrides(["eval_share=1e-9"]), resumed, progress=False, num_epochs=2)
+    train(cfg.with_overrides(["eval_share=1e-9"]), resumed, progress=False, resume=True)
+    assert _evaluated(resumed) == [1, 4]
+    assert _meta(resumed)["clock"]["eval"] > 0
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.0])
+def test_an_eval_share_outside_zero_to_one_is_refused_by_name(share):
+    with pytest.raises(ValueError, match="eval_share"):
+        TINY.with_overrides([f"eval_share={share}"])
+
+
+def test_eval_share_with_gating_is_refused_since_training_would_follow_the_clock():
+    with pytest.raises(ValueError, match=r"eval_share.*gating_threshold"):
+        TINY.with_overrides(
+            ["eval_opponents=random,best", "gating_threshold=0.55", "eval_share=0.1"]
+        )

@@ -237,6 +237,7 @@ class AlphaZeroConfig(Config):
         ),
         "eval": (
             "eval_every",
+            "eval_share",
             "eval_games",
             "eval_simulations",
             "eval_opponents",
@@ -286,6 +287,8 @@ class AlphaZeroConfig(Config):
     num_epochs: int = 20
     max_wall_seconds: float = 0.0  # 0: no limit; else stop (and save) after this much training
     eval_every: int = 1
+    # (a scheduled evaluation is skipped while those so far took more; the last always runs)
+    eval_share: float = 0.0  # at most this share of the wall clock evaluating; 0: no limit
     eval_games: int = 64
     # simulations at play (evaluations, eval, play); 0: self-play's; None: 4x self-play's
     eval_simulations: int | None = None
@@ -368,6 +371,12 @@ class AlphaZeroConfig(Config):
                 f"{self.elo_games_per_opponent}"
             )
         check_range("gating_threshold", self.gating_threshold, low=0, high=1)
+        check_range("eval_share", self.eval_share, low=0, high=1, high_inclusive=False)
+        if self.eval_share and self.gating_threshold:
+            raise ValueError(
+                "eval_share skips evaluations by the clock and gating_threshold makes self-play "
+                "follow them, so training would depend on timing: set one of them to 0"
+            )
         check_range("devices", self.devices, low=0)
         check_range("checkpoint_every", self.checkpoint_every, low=1)
         if self.keep_checkpoints is not None:

@@ -106,6 +106,7 @@ RESUME_MAY_CHANGE = (
     "tensorboard",
     "wandb_project",
     "eval_record_games",
+    "eval_share",
 )
 
 
@@ -241,6 +242,8 @@ class _AlphaZeroRun:
         # otherwise (another device's rounding) must neither keep another best nor skip a save
         self.evaluator = Evaluator(az, decide=agree)
         self.eval_metrics: dict[str, Any] = {}  # the latest evaluation's
+        # seconds spent training and evaluating (for `eval_share`), and when the last one ended
+        self.spent, self.mark = {"train": 0.0, "eval": 0.0}, time.perf_counter()
         self.costs = {
             # (self-play's trees, and with reanalysis the trees its searches build each epoch)
             "tree_bytes": tree_bytes(az.env, config.num_games, config.search.max_nodes)
@@ -306,6 +309,7 @@ class _AlphaZeroRun:
             self.pool = concurrent.futures.ThreadPoolExecutor(1, "turbozero-selfplay")
             run.cleanup.callback(self.pool.shutdown)
         run.cleanup.callback(self.evaluator.beside.shutdown)
+        self.mark = time.perf_counter()
 
     def init(self) -> TrainState:
         return self.initial
@@ -332,6 +336,7 @@ class _AlphaZeroRun:
             )
         self.evaluator.restore(tree, meta)
         self.eval_metrics = meta.get("eval", {})
+        self.spent = {**self.spent, **meta.get("clock", {})}
         return state
 
     def resumed(self, run: Run, state: TrainState, epoch: int) -> None:
@@ -534,9 +539,10 @@ class _AlphaZeroRun:
         self, run: Run, state: TrainState, epoch: int, *, out_of_time: bool
     ) -> tuple[TrainState, dict[str, Any]]:
         cfg = self.config
-        # (the schedule is the config's, not this call's `num_epochs`: a run stopped early and
-        # resumed evaluates, and so plays its Elo games, as an uninterrupted one)
-        if not (epoch % cfg.eval_every == 0 or epoch == cfg.num_epochs or out_of_time):
+        now = time.perf_counter()
+        self.spent["train"] += now - self.mark
+        self.mark = now
+        if not self._evaluation_due(epoch, out_of_time=out_of_time):
             return state, {}
         key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 1), epoch)
         params = jax.tree_util.tree_map(
@@ -547,9 +553,25 @@ class _AlphaZeroRun:
             params, epoch, key, run.dir.games if run.primary else None
         )
         row = {**self.eval_metrics, "eval_seconds": time.perf_counter() - t}
+        self.spent["eval"] += row["eval_seconds"]
         if self.evaluator.improved:  # (process 0's verdict on every process)
             self._save_best(epoch, self.eval_metrics)
+        self.mark = time.perf_counter()
         return state, row
+
+    def _evaluation_due(self, epoch: int, *, out_of_time: bool) -> bool:
+        """Whether epoch `epoch` ends with an evaluation: the last one always does; one on the
+        schedule does unless the evaluations so far took more than `eval_share` of the time."""
+        cfg = self.config
+        if epoch == cfg.num_epochs or out_of_time:
+            return True
+        # (the schedule is the config's, not this call's `num_epochs`: a run stopped early and
+        # resumed evaluates, and so plays its Elo games, as an uninterrupted one)
+        if epoch % cfg.eval_every or not cfg.eval_share:
+            return epoch % cfg.eval_every == 0
+        spent = self.spent
+        over = spent["eval"] > cfg.eval_share * (spent["train"] + spent["eval"])
+        return not agree(over)  # (process 0's clock decides for all)
 
     def _save_best(self, epoch: int, evaluation: dict[str, Any]) -> None:
         """`best/` holds the evaluator's best network, made best at `epoch`."""
@@ -571,7 +593,8 @@ class _AlphaZeroRun:
             "train": self._strip(state),
             **self.sharder.replicate(evaluator.state_tree(state.params)),
         }
-        return tree, {"kind": "train", "eval": self.eval_metrics, **evaluator.state_meta()}
+        meta = {"kind": "train", "eval": self.eval_metrics, "clock": dict(self.spent)}
+        return tree, {**meta, **evaluator.state_meta()}
 
     def summary(
         self, state: TrainState, epoch: int, row: dict[str, Any], *, final: bool

@@ -47,7 +47,7 @@ import numpy as np
 from turbozero.arena.agents import Agent, PolicyFn, runs_search
 from turbozero.envs.core import Env
 from turbozero.search import compiler_options
-from turbozero.types import Array, Params, PRNGKey
+from turbozero.types import Array, Params, PRNGKey, StepMetadata
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -201,6 +201,33 @@ def _checked_moves(
     return jnp.where(opening | ~legal, random_move, proposed), illegal
 
 
+def _first_carry(
+    env: Env, state: Any, md: StepMetadata, key: PRNGKey, num_games: int, max_steps: int | None
+) -> dict[str, Any]:
+    """The match loop's carry before the first move: the `num_games` games just set up
+    (`state`, `md`), nothing scored yet, and with `max_steps` a `[T, B, ...]` record of the
+    moves (-1, or zeros for float actions, after a game ends)."""
+    B, P, T = num_games, env.num_players, max_steps
+    carry = dict(
+        t=jnp.int32(0),
+        state=state,
+        mask=md.action_mask,
+        player=md.cur_player_id,
+        done=md.terminated | md.truncated,
+        truncated=md.truncated,
+        returns=jnp.zeros((B, P), jnp.float32),
+        lengths=jnp.zeros(B, jnp.int32),
+        illegal_a=jnp.int32(0),
+        illegal_b=jnp.int32(0),
+        key=key,
+    )
+    if T is not None and env.continuous:
+        carry["actions"] = jnp.zeros((T, B, *env.action_shape), jnp.float32)
+    elif T is not None:
+        carry["actions"] = jnp.full((T, B), -1, jnp.int32)
+    return carry
+
+
 @functools.lru_cache(maxsize=64)
 def _match_program(
     env: Env,
@@ -212,7 +239,7 @@ def _match_program(
     """The compiled match for one configuration (cached; params, key and openings are data)."""
     two_players = env.num_players == 2
     continuous = env.continuous
-    B, P = num_games, env.num_players
+    B = num_games
     T = max_steps
 
     def run(params_a, params_b, key, opening_moves):
@@ -229,24 +256,7 @@ def _match_program(
         a_first = jnp.arange(B) % 2 == 0
         first = md.cur_player_id
         player_a = jnp.where(a_first, first, 1 - first) if two_players else jnp.zeros_like(first)
-        done = md.terminated | md.truncated
-        carry = dict(
-            t=jnp.int32(0),
-            state=state,
-            mask=md.action_mask,
-            player=md.cur_player_id,
-            done=done,
-            truncated=md.truncated,
-            returns=jnp.zeros((B, P), jnp.float32),
-            lengths=jnp.zeros(B, jnp.int32),
-            illegal_a=jnp.int32(0),
-            illegal_b=jnp.int32(0),
-            key=key,
-        )
-        if T is not None and continuous:
-            carry["actions"] = jnp.zeros((T, B, *env.action_shape), jnp.float32)
-        elif T is not None:
-            carry["actions"] = jnp.full((T, B), -1, jnp.int32)
+        carry = _first_carry(env, state, md, key, B, T)
 
         def cond(c):
             going = ~jnp.all(c["done"])

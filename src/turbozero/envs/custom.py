@@ -217,6 +217,42 @@ def _metadata(state: GameState) -> StepMetadata:
     return state.metadata
 
 
+def _init_user_game(
+    init_fn: Callable[[PRNGKey], tuple[PyTree, StepMetadata]], players: int, key: PRNGKey
+) -> tuple[GameState, StepMetadata]:
+    """The user's `init_fn` wrapped as the contract's init."""
+    s, md = init_fn(key)
+    return GameState(s, _normalise(md, players)), _normalise(md, players)
+
+
+def _step_user_game(
+    step_fn: Callable[..., tuple[PyTree, StepMetadata]] | None,
+    with_key: bool,
+    chance: Chance | None,
+    finish: Callable[..., GameState],
+    name: str,
+    state: GameState,
+    action: Array,
+    key: PRNGKey,
+) -> tuple[GameState, StepMetadata]:
+    """The user's `step_fn` (with or without a key) as the contract's step, or, without one,
+    the game's chance split stepped through its draw."""
+    if step_fn is None:
+        assert chance is not None
+        return step_through(chance, state, action, key)
+    check_discrete_action(name, action)
+    if with_key:
+        s, md = step_fn(state.inner, action, key)
+    else:
+        s, md = step_fn(state.inner, action)
+    new = finish(state, s, md, "step_fn")
+    return new, new.metadata
+
+
+def _observe_user_game(observe_fn: Callable[[PyTree], Array], state: GameState) -> Array:
+    return observe_fn(state.inner)
+
+
 def from_functions(
     *,
     init_fn: Callable[[PRNGKey], tuple[PyTree, StepMetadata]],
@@ -278,10 +314,7 @@ def from_functions(
     players = num_players
     _check_rewards(shape[1].rewards, "init_fn", name, players)
 
-    def init(key):
-        s, md = init_fn(key)
-        return GameState(s, _normalise(md, players)), _normalise(md, players)
-
+    init = functools.partial(_init_user_game, init_fn, players)
     finish = functools.partial(_finish, name=name, players=players)
 
     chance = None
@@ -297,17 +330,7 @@ def from_functions(
             finish=finish,
         )
 
-    def step(state, action, key):
-        if step_fn is None:
-            assert chance is not None
-            return step_through(chance, state, action, key)
-        check_discrete_action(name, action)
-        if with_key:
-            s, md = step_fn(state.inner, action, key)
-        else:
-            s, md = step_fn(state.inner, action)
-        new = finish(state, s, md, "step_fn")
-        return new, new.metadata
+    step = functools.partial(_step_user_game, step_fn, with_key, chance, finish, name)
 
     # rewards of a step, checked now rather than when a program first traces it
     jax.eval_shape(
@@ -315,9 +338,7 @@ def from_functions(
         jax.eval_shape(init, jax.random.PRNGKey(0))[0],
     )
 
-    def observe(state):
-        return observe_fn(state.inner)
-
+    observe = functools.partial(_observe_user_game, observe_fn)
     svg = None if render_svg is None else (lambda state: render_svg(state.inner))
     return Env(
         name=name,

@@ -31,11 +31,12 @@ the user's Minesweeper notebook wrote it), on jumanji's states and its (unflatte
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -317,6 +318,48 @@ def _jumanji_metadata(ts: Any, mask: Array, step: ArrayLike, reward: ArrayLike) 
     )
 
 
+class _Layout(NamedTuple):
+    """How the adapter reads a jumanji environment's observations and writes its actions."""
+
+    name: str  # the jumanji id
+    num_actions: int  # flat (joint) discrete actions, or the flat box's size
+    action_shape: tuple[int, ...] | None  # `(D,)` for a float box, None when discrete
+    multi: tuple[int, ...] | None  # the components of a joint discrete action
+    env_action_shape: tuple[int, ...]  # the shape jumanji's step takes
+    env_action_dtype: Any
+    ranges: tuple[tuple[int, int] | None, ...]  # per observation leaf: one-hot `(low, size)`
+
+
+def _flatten_observation(layout: _Layout, obs: PyTree) -> tuple[Array, Array]:
+    """A jumanji observation as one flat float32 vector, its one-hot fields expanded, and the
+    `[A]` legal actions (all legal for a float box or without an action mask)."""
+    leaves, mask = _split_observation(obs)
+    parts = []
+    for i, x in enumerate(leaves):
+        if i < len(layout.ranges) and layout.ranges[i] is not None:
+            low, size = layout.ranges[i]  # type: ignore[misc]
+            parts.append(jnp.ravel(jax.nn.one_hot(jnp.asarray(x, jnp.int32) - low, size)))
+        else:
+            parts.append(jnp.ravel(jnp.asarray(x, jnp.float32)))
+    flat = jnp.concatenate(parts)
+    if mask is None or layout.action_shape is not None:
+        return flat, jnp.ones((layout.num_actions,), jnp.bool_)
+    return flat, _legal_mask(layout.name, mask, layout.num_actions, layout.multi)
+
+
+def _to_env_action(layout: _Layout, action: Array) -> Array:
+    """Our action (a flat index or a flat box vector) as jumanji's step takes it."""
+    shape, dtype = layout.env_action_shape, layout.env_action_dtype
+    if layout.action_shape is not None:
+        a = jnp.broadcast_to(jnp.asarray(action, jnp.float32), layout.action_shape)
+        return jnp.reshape(a, shape).astype(dtype)
+    check_discrete_action(f"jumanji:{layout.name}", action)
+    if layout.multi is not None:
+        parts = jnp.unravel_index(jnp.asarray(action, jnp.int32), layout.multi)
+        return jnp.reshape(jnp.stack(parts), shape).astype(dtype)
+    return jnp.asarray(action, dtype)
+
+
 def make_jumanji(
     name: str, *, reward_fn: RewardFn | str | None = None, one_hot: bool = False
 ) -> Env:
@@ -349,49 +392,36 @@ def make_jumanji(
     reward_of = None if reward_fn is None else _three_argument_reward(reward_fn)
     spec = env.action_spec
     num_actions, action_shape, low, high, multi = _action_layout(name, spec)
-    env_action_shape = tuple(int(d) for d in spec.shape)
 
-    ranges: list[tuple[int, int] | None] = []
+    ranges: tuple[tuple[int, int] | None, ...] = ()
     if one_hot:
         example = jax.eval_shape(lambda k: env.reset(k)[1].observation, jax.random.PRNGKey(0))
-        ranges = _one_hot_ranges(env.observation_spec, example)
-
-    def _encode(x: Array, index: int) -> Array:
-        if index < len(ranges) and ranges[index] is not None:
-            low, size = ranges[index]  # type: ignore[misc]
-            return jnp.ravel(jax.nn.one_hot(jnp.asarray(x, jnp.int32) - low, size))
-        return jnp.ravel(jnp.asarray(x, jnp.float32))
-
-    def _flatten(obs: PyTree) -> tuple[Array, Array]:
-        leaves, mask = _split_observation(obs)
-        flat = jnp.concatenate([_encode(x, i) for i, x in enumerate(leaves)])
-        if mask is None or action_shape is not None:
-            return flat, jnp.ones((num_actions,), jnp.bool_)
-        return flat, _legal_mask(name, mask, num_actions, multi)
+        ranges = tuple(_one_hot_ranges(env.observation_spec, example))
+    layout = _Layout(
+        name,
+        num_actions,
+        action_shape,
+        multi,
+        tuple(int(d) for d in spec.shape),
+        spec.dtype,
+        ranges,
+    )
 
     def init(key: PRNGKey) -> tuple[JumanjiState, StepMetadata]:
         inner, ts = env.reset(key)
-        obs, mask = _flatten(ts.observation)
+        obs, mask = _flatten_observation(layout, ts.observation)
         md = _jumanji_metadata(ts, mask, 0, 0.0)
         md = md.replace(terminated=jnp.bool_(False), truncated=jnp.bool_(False))
         return JumanjiState(inner, obs, md), md
 
-    def _env_action(action: Array) -> Array:
-        if action_shape is not None:
-            a = jnp.broadcast_to(jnp.asarray(action, jnp.float32), action_shape)
-            return jnp.reshape(a, env_action_shape).astype(spec.dtype)
-        check_discrete_action(f"jumanji:{name}", action)
-        if multi is not None:
-            parts = jnp.unravel_index(jnp.asarray(action, jnp.int32), multi)
-            return jnp.reshape(jnp.stack(parts), env_action_shape).astype(spec.dtype)
-        return jnp.asarray(action, spec.dtype)
+    _env_action = functools.partial(_to_env_action, layout)
 
     def step(state: JumanjiState, action: Array, key: PRNGKey) -> tuple[JumanjiState, StepMetadata]:
         del key  # jumanji draws its randomness from the state
         env_action = _env_action(action)
         inner, ts = env.step(state.inner, env_action)
         reward = ts.reward if reward_of is None else reward_of(state.inner, env_action, inner)
-        obs, mask = _flatten(ts.observation)
+        obs, mask = _flatten_observation(layout, ts.observation)
         old = state.metadata
         md = _jumanji_metadata(ts, mask, old.step + 1, reward)
         stepped = JumanjiState(inner, obs, md)

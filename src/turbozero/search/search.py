@@ -87,7 +87,7 @@ from turbozero.search.tree import (
     same_states,
     tree_codecs,
 )
-from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
+from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree, StepMetadata
 from turbozero.validate import check_count
 
 __all__ = [
@@ -672,6 +672,49 @@ def _chance_edges(
     return edge_rows(probs_row, chance_children, jnp.pad(order, pad, constant_values=NEG_LOGIT))
 
 
+class _Stepped(NamedTuple):
+    """What the edges being expanded lead to (`_step_edges`), per batch lane `[B, ...]`."""
+
+    decided: Any  # the afterstate of the edge's move (a decision node's reading)
+    probs: Array  # [B, K] its chance outcomes' probabilities
+    order: Array  # [B, K] the order its outcomes open in
+    first_outcome: Array  # [B] the outcome opened with a new chance node
+    event: Array  # [B] the move is followed by a chance event (a chance node is added)
+    states: Any  # the state reached: after the outcome, or after the move without an event
+    md: StepMetadata  # its metadata
+
+
+def _step_edges(
+    spec: SearchSpec, tree: Tree, flat: Array, at_chance: Array, edge: Array, k_env: Array
+) -> _Stepped:
+    """Both readings of every parent row (`flat [B]`): a decision node's, whose `edge` is a
+    move to `decide`, and a chance node's (`at_chance [B]`), whose stored afterstate `resolve`s
+    with the edge's outcome; each lane keeps the one its node holds."""
+    assert spec.after_codec is not None and spec.env.chance is not None
+    env, chance = spec.env, spec.env.chance
+    B = tree.batch_size
+    rows = jax.tree_util.tree_map(lambda x: gather_rows(x, flat), tree.states)
+    # both readings of every row; each lane keeps the one its node holds
+    decided = jax.vmap(chance.decide)(
+        spec.codec.unpack(rows), jnp.minimum(edge, env.num_actions - 1)
+    )
+    probs = jax.vmap(chance.probabilities)(decided).astype(jnp.float32)
+    stored = spec.after_codec.unpack(rows)
+    after = jax.tree_util.tree_map(
+        lambda s, d: jnp.where(at_chance.reshape((B,) + (1,) * (d.ndim - 1)), s, d),
+        stored,
+        decided,
+    )
+    event = ~at_chance & has_chance_event(probs)
+    order = _outcome_order(probs, k_env, widening=spec.chance_widening < 1.0)
+    first_outcome = first_argmax(order)
+    outcome = jnp.where(at_chance, edge, jnp.where(event, first_outcome, 0))
+    new_states, md = jax.vmap(chance.resolve)(after, outcome)
+    if spec.speed.step_buffers:
+        new_states, md = computed_once((new_states, md), tree.next_free[0] >= 0)
+    return _Stepped(decided, probs, order, first_outcome, event, new_states, md)
+
+
 def expand_with_chance(
     spec: SearchSpec,
     tree: Tree,
@@ -695,34 +738,18 @@ def expand_with_chance(
     proportion to the probabilities) and the first outcome is the first of that order.
     """
     assert spec.after_codec is not None and spec.env.chance is not None
-    env, chance = spec.env, spec.env.chance
+    env = spec.env
     B, N, W = tree.batch_size, tree.max_nodes, tree.num_actions
     b = jnp.arange(B)
     node = path.node
     flat = b * N + node
-    rows = jax.tree_util.tree_map(lambda x: gather_rows(x, flat), tree.states)
     parent_links = read_links(tree, flat)
     parent_info = gather_rows(tree.node, flat)
     at_chance = parent_info[:, N_TERMINAL] == CHANCE_NODE
     edge = jnp.maximum(path.edge, 0)
-    # both readings of every row; each lane keeps the one its node holds
-    decided = jax.vmap(chance.decide)(
-        spec.codec.unpack(rows), jnp.minimum(edge, env.num_actions - 1)
+    decided, probs, order, first_outcome, event, new_states, md = _step_edges(
+        spec, tree, flat, at_chance, edge, k_env
     )
-    probs = jax.vmap(chance.probabilities)(decided).astype(jnp.float32)
-    stored = spec.after_codec.unpack(rows)
-    after = jax.tree_util.tree_map(
-        lambda s, d: jnp.where(at_chance.reshape((B,) + (1,) * (d.ndim - 1)), s, d),
-        stored,
-        decided,
-    )
-    event = ~at_chance & has_chance_event(probs)
-    order = _outcome_order(probs, k_env, widening=spec.chance_widening < 1.0)
-    first_outcome = first_argmax(order)
-    outcome = jnp.where(at_chance, edge, jnp.where(event, first_outcome, 0))
-    new_states, md = jax.vmap(chance.resolve)(after, outcome)
-    if spec.speed.step_buffers:
-        new_states, md = computed_once((new_states, md), tree.next_free[0] >= 0)
     logits, value = spec.evaluate(params, new_states, k_net)
     player = md.cur_player_id.astype(jnp.int32)
     new_edges, new_info, own = fresh_rows(logits, md, value, W)

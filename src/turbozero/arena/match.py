@@ -222,6 +222,7 @@ def _first_carry(
         key=key,
     )
     if T is not None and env.continuous:
+        assert env.action_shape is not None  # (a continuous game's)
         carry["actions"] = jnp.zeros((T, B, *env.action_shape), jnp.float32)
     elif T is not None:
         carry["actions"] = jnp.full((T, B), -1, jnp.int32)

@@ -10,7 +10,7 @@ Connect Four positions 8 to 24 plies deep labelled by `bitbully`). One JSON line
 - `accuracy_result`: share of positions where the move keeps the game-theoretic result;
 - `accuracy_best`: share where it has the solver's best score;
 - `mistakes`: positions where the move loses value; `positions`, `epochs`, `seconds` (training
-  wall-clock, compilation excluded), `recipe` (`candidate` or `baseline`), `seed`;
+  wall-clock, the first epoch's compilation included), `recipe` (`candidate` or `baseline`), `seed`;
 - `evaluations` and `eval_seconds`: the evaluations made during training and their seconds in
   all (part of `seconds`).
 

@@ -222,7 +222,8 @@ def _init_user_game(
 ) -> tuple[GameState, StepMetadata]:
     """The user's `init_fn` wrapped as the contract's init."""
     s, md = init_fn(key)
-    return GameState(s, _normalise(md, players)), _normalise(md, players)
+    md = _normalise(md, players)
+    return GameState(s, md), md
 
 
 def _step_user_game(

@@ -23,13 +23,13 @@ import asyncio
 import errno
 import json
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -279,54 +279,111 @@ class _SameMachineOnly:
 # --------------------------------------------------------------------------- serving
 
 
-class _Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 connection, with a deadline on the request head and JSON errors.
+class _GuardedHTTP(asyncio.Protocol):
+    """uvicorn's HTTP/1.1 connection (its `h11` protocol, driven only through the
+    `asyncio.Protocol` interface), behind a guard that reads the same bytes with its own
+    `h11.Connection` before uvicorn does. uvicorn takes the class as `Config(http=...)`.
 
-    uvicorn waits for a request head as long as the client likes; here a connection that sends
-    nothing for `read_timeout` seconds while none of its requests is being answered is dropped.
-    A request h11 cannot parse (a malformed head or Content-Length) is answered in the API's
-    `{"error": ...}` form.
+    The guard adds two protections uvicorn does not have:
+    - a deadline on the request head: a connection that has sent nothing, or part of a head, for
+      `read_timeout` seconds is dropped (uvicorn waits as long as the client likes). A request
+      whose head is complete is the app's to time out (`_json_body`); uvicorn closes a connection
+      idle after its answer.
+    - a request h11 cannot parse (a malformed head or Content-Length) is answered in the API's
+      `{"error": ...}` form, naming the fault, and never reaches uvicorn. When an earlier request
+      on the connection may still be being answered, the connection is closed instead, so the two
+      answers cannot interleave.
     """
 
     read_timeout = READ_TIMEOUT_SECONDS
-    _silence: asyncio.TimerHandle | None = None
+
+    def __init__(self, **uvicorn_args: Any) -> None:
+        self._http = H11Protocol(**uvicorn_args)
+        limit = uvicorn_args["config"].h11_max_incomplete_event_size
+        self._reader: h11.Connection | None = h11.Connection(
+            h11.SERVER, **({} if limit is None else {"max_incomplete_event_size": limit})
+        )
+        self._transport: asyncio.Transport | None = None
+        self._silence: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)  # type: ignore[arg-type]
+        self._transport = cast(asyncio.Transport, transport)  # (uvloop's is not a subclass)
+        self._http.connection_made(self._transport)
         self._watch_silence()
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._watch_silence()
+        answering = self._reader is not None and self._reader.their_state is h11.DONE
+        fault = _read_requests(self._reader, data)
+        if fault is None:
+            self._http.data_received(data)
+            self._watch_silence()
+        elif answering:
+            self._close()
+        else:
+            self._answer_400(fault)
+
+    def eof_received(self) -> None:
+        self._http.eof_received()  # (returns None: the transport closes itself)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._silence is not None:
             self._silence.cancel()
-        super().connection_lost(exc)
+        self._http.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._http.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._http.resume_writing()
 
     def _watch_silence(self) -> None:
         if self._silence is not None:
             self._silence.cancel()
-        self._silence = self.loop.call_later(self.read_timeout, self._drop_if_between_requests)
+        loop = asyncio.get_running_loop()
+        self._silence = loop.call_later(self.read_timeout, self._drop_if_within_a_head)
 
-    def _drop_if_between_requests(self) -> None:
-        # a request being answered is the app's to time out (see `_json_body`)
-        if self.cycle is None or self.cycle.response_complete:
-            self.transport.close()
+    def _drop_if_within_a_head(self) -> None:
+        if self._reader is not None and self._reader.their_state is h11.IDLE:
+            self._close()
 
-    def send_400_response(self, msg: str) -> None:
-        # uvicorn calls this while it handles h11's error, which names the fault
-        if self.cycle is not None and self.cycle.response_started:
-            self.transport.close()
-            return
-        fault = sys.exc_info()[1] or msg
+    def _close(self) -> None:
+        assert self._transport is not None
+        self._reader = None
+        self._transport.close()
+
+    def _answer_400(self, fault: str) -> None:
+        assert self._transport is not None
         body = json.dumps({"error": f"invalid HTTP request: {fault}"}).encode()
         head = (
             "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
         )
-        self.transport.write(head.encode() + body)
-        self.transport.close()
+        self._transport.write(head.encode() + body)
+        self._close()
+
+
+def _read_requests(reader: h11.Connection | None, data: bytes) -> str | None:
+    """Follow the client's side of the connection in `reader` through `data`: None when the
+    bytes parse (or `reader` can no longer follow: an upgrade, or a connection that must close,
+    which uvicorn ends), else h11's reason why not.
+
+    A client's next request means its last one was answered or is pipelined (uvicorn buffers it
+    until then), so `reader` answers the last one itself (an empty 204) to start the next cycle.
+    """
+    if reader is None or reader.their_state in (h11.MUST_CLOSE, h11.CLOSED, h11.SWITCHED_PROTOCOL):
+        return None
+    if reader.their_state is h11.DONE and reader.our_state is h11.SEND_RESPONSE:
+        reader.send(h11.Response(status_code=204, headers=[]))
+        reader.send(h11.EndOfMessage())
+    if reader.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.DONE}:
+        reader.start_next_cycle()
+    try:
+        reader.receive_data(data)
+        while reader.next_event() not in (h11.NEED_DATA, h11.PAUSED):
+            pass
+    except h11.RemoteProtocolError as err:
+        return str(err)
+    return None
 
 
 class PlayServer:
@@ -345,7 +402,7 @@ class PlayServer:
         quiet: bool = True,
         read_timeout: float = READ_TIMEOUT_SECONDS,
     ) -> None:
-        protocol = type("Protocol", (_Protocol,), {"read_timeout": read_timeout})
+        protocol = type("Protocol", (_GuardedHTTP,), {"read_timeout": read_timeout})
         config = uvicorn.Config(
             app,
             http=protocol,

@@ -18,6 +18,7 @@ def golden():
         return dict(data)
 
 
+@pytest.mark.optimized
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_learner_reproduces_its_golden_outputs(golden, case):
     out = run_case(case)

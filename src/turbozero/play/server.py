@@ -372,11 +372,14 @@ def _read_requests(reader: h11.Connection | None, data: bytes) -> str | None:
     """
     if reader is None or reader.their_state in (h11.MUST_CLOSE, h11.CLOSED, h11.SWITCHED_PROTOCOL):
         return None
-    if reader.their_state is h11.DONE and reader.our_state is h11.SEND_RESPONSE:
-        reader.send(h11.Response(status_code=204, headers=[]))
-        reader.send(h11.EndOfMessage())
-    if reader.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.DONE}:
-        reader.start_next_cycle()
+    try:
+        if reader.their_state is h11.DONE and reader.our_state is h11.SEND_RESPONSE:
+            reader.send(h11.Response(status_code=204, headers=[]))
+            reader.send(h11.EndOfMessage())
+        if reader.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.DONE}:
+            reader.start_next_cycle()
+    except h11.LocalProtocolError:
+        return None  # (not expected: then uvicorn alone reads the connection, as it would)
     try:
         reader.receive_data(data)
         while reader.next_event() not in (h11.NEED_DATA, h11.PAUSED):

@@ -28,8 +28,9 @@ GAME = register_game(
 
 @register_preset(
     "othello",
-    "Othello 8x8 on the default recipe: ResNet 4x32, 32 simulations, 30 minutes on a 2-core CPU; "
-    "evaluated against random, 100-simulation rollout MCTS and its own earlier networks (Elo)",
+    "Othello 8x8 on the default recipe with 15 sampled moves and 256 positions of memory per "
+    "game: ResNet 4x32, 32 simulations, 30 minutes on a 2-core CPU; evaluated against random, "
+    "100-simulation rollout MCTS and its own earlier networks (Elo)",
     algorithm="alphazero",
 )
 def preset() -> AlphaZeroConfig:
@@ -41,6 +42,11 @@ def preset() -> AlphaZeroConfig:
         network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
         search=SearchConfig(num_simulations=32, max_nodes=64),
         max_episode_steps=80,
+        # the recipe's every-move sampling and 64-epoch memory did not transfer to othello: with
+        # these two kept from the first preset it beat the first recipe 0.95 over 200 games,
+        # without them 0.26 (bench/transfer.py, docs/benchmarks.md)
+        temperature_moves=15,
+        memory_capacity=256,
         augment=True,
         train_batch_size=512,
         warmup_steps=16,

@@ -35,12 +35,16 @@ def test_a_loss_step_reduces_the_loss_on_a_fixed_batch(setup):
     opt = optax.adam(1e-2)
     loss_fn = lambda p: az_loss(p, batch, apply_fn=net.apply)[0]  # noqa: E731
     state = opt.init(params)
-    before = float(loss_fn(params))
+    before = float(jax.jit(loss_fn)(params))
+
+    @jax.jit
+    def step(params, state):
+        upd, state = opt.update(jax.grad(loss_fn)(params), state)
+        return optax.apply_updates(params, upd), state
+
     for _ in range(20):
-        g = jax.grad(loss_fn)(params)
-        upd, state = opt.update(g, state)
-        params = optax.apply_updates(params, upd)
-    assert float(loss_fn(params)) < before
+        params, state = step(params, state)
+    assert float(jax.jit(loss_fn)(params)) < before
 
 
 def test_masked_actions_get_zero_gradient(setup):
@@ -141,11 +145,13 @@ def test_one_player_value_heads_are_unbounded_and_two_player_heads_tanh(kind):
     for name, bounded in (("2048", False), ("tic_tac_toe", True)):
         env = envs.make(name)
         module = make_network(AlphaZeroConfig(env=name, network=net), env)
-        obs = env.observe(env.init(jax.random.PRNGKey(0))[0])[None]
-        params = module.init(jax.random.PRNGKey(1), obs)
+        obs = jax.jit(lambda key, env=env: env.observe(env.init(key)[0])[None])(
+            jax.random.PRNGKey(0)
+        )
+        params = jax.jit(module.init)(jax.random.PRNGKey(1), obs)
         # a value head whose last layer is scaled up: tanh would clip it to 1
         params = jax.tree_util.tree_map(lambda x: x * 50.0, params)
-        _, value = module.apply(params, jnp.ones_like(obs) * 3.0)
+        _, value = jax.jit(module.apply)(params, jnp.ones_like(obs) * 3.0)
         assert (float(jnp.max(jnp.abs(value))) <= 1.0) == bounded, (kind, name, value)
 
 
@@ -185,7 +191,7 @@ def test_the_resnet_heads_have_the_configured_widths_and_default_to_alphago_zero
 
     def shapes(**kw):
         net = AZResnet(AZResnetConfig(policy_head_out_size=7, num_channels=8, **kw))
-        params = net.init(jax.random.PRNGKey(0), boards)["params"]
+        params = jax.eval_shape(net.init, jax.random.PRNGKey(0), boards)["params"]
         return {k: v["kernel"].shape for k, v in params.items() if "kernel" in v}
 
     default = shapes()
@@ -247,15 +253,15 @@ def test_the_resnet_value_and_policy_depend_on_the_board_with_either_norm(norm):
 
     net = AZResnet(AZResnetConfig(policy_head_out_size=9, num_blocks=1, num_channels=8, norm=norm))
     boards = jax.random.normal(jax.random.PRNGKey(0), (5, 3, 3, 2))
-    params = net.init(jax.random.PRNGKey(1), boards)
-    logits, value = net.apply(params, boards)
+    params = jax.jit(net.init)(jax.random.PRNGKey(1), boards)
+    logits, value = jax.jit(net.apply)(params, boards)
     assert float(jnp.std(value)) > 1e-4
     assert float(jnp.min(jnp.std(logits, axis=0))) > 1e-4
 
     def total_value(boards):
         return jnp.sum(net.apply(params, boards)[1])
 
-    assert float(jnp.max(jnp.abs(jax.grad(total_value)(boards)))) > 0.0
+    assert float(jnp.max(jnp.abs(jax.jit(jax.grad(total_value))(boards)))) > 0.0
 
 
 def test_value_targets_mix_the_outcome_with_the_root_value_by_the_configured_weight():

@@ -6,6 +6,7 @@ so they are integration runs and run in `make check`; the move names run in `mak
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from types import SimpleNamespace
@@ -331,10 +332,16 @@ def _state(board: list[int], dice: tuple[int, int] = (2, 0)) -> SimpleNamespace:
     )
 
 
-def _legal(state: SimpleNamespace) -> list[int]:
+@functools.cache
+def _legal_mask_program():
+    """pgx's legal-move mask of backgammon, compiled once (op by op: about a hundred programs)."""
     import pgx.backgammon as bg
 
-    mask = bg._legal_action_mask(jnp.asarray(state._board), jnp.asarray(state._playable_dice))
+    return jax.jit(bg._legal_action_mask)
+
+
+def _legal(state: SimpleNamespace) -> list[int]:
+    mask = _legal_mask_program()(jnp.asarray(state._board), jnp.asarray(state._playable_dice))
     return [int(a) for a in np.flatnonzero(np.asarray(mask))]
 
 

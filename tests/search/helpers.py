@@ -51,7 +51,15 @@ def play(env, actions, batch: int = 1):
     state, _ = init(jax.random.PRNGKey(0))
     for a in actions:
         state, _ = step(state, jnp.int32(a), jax.random.PRNGKey(0))
-    return jax.tree_util.tree_map(lambda x: jnp.stack([x] * batch), state)
+    return jax.tree_util.tree_map(lambda x: _repeated(x, batch), state)
+
+
+def _repeated(x, batch: int):
+    """`x` stacked `batch` times, on the host where it can be (a device stack compiles a program
+    per leaf shape and batch)."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+        return jnp.stack([x] * batch)
+    return jnp.asarray(np.repeat(np.asarray(x)[None], batch, axis=0))
 
 
 def assert_same_pytrees(a, b) -> None:

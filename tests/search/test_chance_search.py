@@ -39,7 +39,7 @@ def _search(env, rule: str, *, simulations: int, max_nodes: int, **kw):
 
 
 def _starts(env, batch: int):
-    return jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), batch))[0]
+    return jax.jit(jax.vmap(env.init))(jax.random.split(jax.random.PRNGKey(0), batch))[0]
 
 
 @pytest.fixture(scope="module")

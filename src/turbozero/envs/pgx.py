@@ -149,11 +149,14 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
         state = jax.tree.map(jnp.asarray, state)  # (drawings index with `.at`: jax arrays)
         return Visualizer(color_theme="light").get_dwg(states=state).tostring()
 
+    # pgx's `num_actions` and `observation_shape` each run `init` op by op (a hundred small
+    # programs compiled per game); the shapes of a traced `init` say the same
+    start = jax.eval_shape(env.init, jax.random.PRNGKey(0))
     return Env(
         name=env_id,
         num_players=int(env.num_players),
-        num_actions=int(env.num_actions),
-        observation_shape=tuple(int(d) for d in env.observation_shape),
+        num_actions=int(start.legal_action_mask.shape[0]),
+        observation_shape=tuple(int(d) for d in start.observation.shape),
         init=init,
         step=step,
         observe=observe,

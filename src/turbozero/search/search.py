@@ -1070,6 +1070,13 @@ def validate_search_args(
     return selector, num_simulations, max_nodes, bool(reuse), levels_per_iteration
 
 
+#: `init_tree` as one compiled program per game and tree size (op by op, a tree's seven arrays
+#: and their `.at[].set` compile about a dozen small programs for each new size)
+_init_tree_program = jax.jit(
+    init_tree, static_argnums=0, static_argnames=("batch_size", "max_nodes")
+)
+
+
 def make_search(
     env: Env,
     eval_fn: EvalFn | None = None,
@@ -1143,9 +1150,8 @@ def make_search(
     )
 
     def init(batch_size: int) -> Tree:
-        return init_tree(
-            env, batch_size=check_count("batch_size", batch_size, low=1), max_nodes=max_nodes
-        )
+        batch_size = check_count("batch_size", batch_size, low=1)
+        return _init_tree_program(env, batch_size=batch_size, max_nodes=max_nodes)
 
     return Search(
         init=init,

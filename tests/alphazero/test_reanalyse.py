@@ -60,7 +60,8 @@ def test_reanalysis_rewrites_each_held_positions_policy_and_root_value_with_the_
 
     states = jax.tree_util.tree_map(lambda x: jnp.asarray(rows(x)), before.experience["state"])
     search = az.selfplay.search
-    _, fresh = search.search(search.init(int(flat.sum())), newer, states, jax.random.PRNGKey(9))
+    init = search.init(int(flat.sum()))
+    _, fresh = jax.jit(search.search)(init, newer, states, jax.random.PRNGKey(9))
     fns = [None, *augmentations(az.env)]
     symmetry = rows(before.experience["symmetry"])
     assert set(symmetry.tolist()) == set(range(8))

@@ -324,7 +324,7 @@ def test_gumbel_target_treats_network_output_as_logits_once(tic_tac_toe):
     )
     states = play(tic_tac_toe, [], batch=1)
     # one simulation, value 0 everywhere: completed Q is constant, so the target is softmax(logits)
-    _, out = s.search(s.init(1), None, states, jax.random.PRNGKey(0))
+    _, out = jax.jit(s.search)(s.init(1), None, states, jax.random.PRNGKey(0))
     np.testing.assert_allclose(
         np.asarray(out.action_weights[0]), np.asarray(jax.nn.softmax(logits[0])), rtol=1e-5
     )
@@ -344,7 +344,7 @@ def test_illegal_actions_never_chosen_even_without_visits(tic_tac_toe):
         tic_tac_toe, eval_fn, selector=puct(dirichlet_fraction=0.0), num_simulations=1, max_nodes=2
     )
     states = play(tic_tac_toe, [0, 4, 8], batch=1)
-    _, out = s.search(s.init(1), None, states, jax.random.PRNGKey(0), 0.0)
+    _, out = jax.jit(s.search)(s.init(1), None, states, jax.random.PRNGKey(0), 0.0)
     assert int(out.action[0]) not in (0, 4, 8)
     assert float(out.action_weights[0, jnp.array([0, 4, 8])].sum()) == 0.0
     # and with no visited child at all (the weights fall back to the prior): a legal move
@@ -375,7 +375,7 @@ def test_a_network_giving_nan_values_never_makes_the_search_step_an_illegal_move
     rule = {"puct": puct, "muzero_puct": muzero_puct}[name](dirichlet_fraction=0.0)
     s = make_search(tic_tac_toe, eval_fn, selector=rule, num_simulations=20, max_nodes=32)
     states = play(tic_tac_toe, [0, 4, 8], batch=1)  # squares 0, 4, 8 taken below the root too
-    tree, out = s.search(s.init(1), None, states, jax.random.PRNGKey(0), 0.0)
+    tree, out = jax.jit(s.search)(s.init(1), None, states, jax.random.PRNGKey(0), 0.0)
     allocated = int(tree.next_free[0])
     if name == "puct":  # unvisited moves keep finite scores: the walk goes below the root
         assert allocated > 2
@@ -401,7 +401,7 @@ def test_gumbel_with_a_nan_network_never_chooses_an_illegal_move(tic_tac_toe, ba
         max_nodes=9,
     )
     states = play(tic_tac_toe, [0, 4], batch=2)  # squares 0 and 4 are taken
-    _, out = s.search(s.init(2), None, states, jax.random.PRNGKey(0), temperature)
+    _, out = jax.jit(s.search)(s.init(2), None, states, jax.random.PRNGKey(0), temperature)
     assert not set(np.asarray(out.action).tolist()) & {0, 4}
 
 
@@ -441,7 +441,7 @@ def test_a_tree_whose_root_allows_other_moves_is_started_afresh(tic_tac_toe):
     episode ended) is not searched: its row starts afresh, so no illegal move is played."""
     params, s, run = _reusing_search(tic_tac_toe)
     tree, out = run(s.init(8), params, play(tic_tac_toe, [4], batch=8), jax.random.PRNGKey(0))
-    tree = s.advance(tree, out.action)
+    tree = jax.jit(s.advance)(tree, out.action)
     other = play(tic_tac_toe, [4, 6, 0, 1, 2], batch=8)  # not the position the tree advanced to
     tree, out = run(tree, params, other, jax.random.PRNGKey(1))
     taken = [4, 6, 0, 1, 2]
@@ -460,8 +460,9 @@ def test_a_search_that_does_not_reuse_trees_starts_afresh_on_every_call(tic_tac_
         max_nodes=9,
     )
     states = play(tic_tac_toe, [4], batch=4)
-    t1, o1 = g.search(g.init(4), params, states, jax.random.PRNGKey(0))
-    t2, o2 = g.search(t1, params, states, jax.random.PRNGKey(0))  # no advance in between
+    search = jax.jit(g.search)
+    t1, o1 = search(g.init(4), params, states, jax.random.PRNGKey(0))
+    t2, o2 = search(t1, params, states, jax.random.PRNGKey(0))  # no advance in between
     np.testing.assert_array_equal(np.asarray(o1.visit_counts), np.asarray(o2.visit_counts))
     np.testing.assert_array_equal(np.asarray(o1.action), np.asarray(o2.action))
     assert int(o2.full_events.sum()) == 0
@@ -557,10 +558,9 @@ def test_evaluation_selector_has_no_root_noise(tic_tac_toe):
                 tic_tac_toe, linear_eval_fn(9), selector=selector, num_simulations=16, max_nodes=17
             )
             params = linear_params(tic_tac_toe, 1)
+            search = jax.jit(s.search)
             outs[noisy] = [
-                np.asarray(
-                    s.search(s.init(4), params, states, jax.random.PRNGKey(k))[1].visit_counts
-                )
+                np.asarray(search(s.init(4), params, states, jax.random.PRNGKey(k))[1].visit_counts)
                 for k in (0, 1)
             ]
         np.testing.assert_array_equal(*outs["quiet"])
@@ -758,7 +758,7 @@ def test_few_empty_roots_are_evaluated_alone_with_the_same_result(connect_four):
         )
         search = jax.jit(s.search)
         tree, out = search(s.init(B), params, states, jax.random.PRNGKey(1), 1.0)
-        tree = s.reset(s.advance(tree, out.action), done)
+        tree = jax.jit(lambda t, a, d: s.reset(s.advance(t, a), d))(tree, out.action, done)
         nxt, _ = compiled_steps(connect_four)[2](
             states, out.action, jax.random.split(jax.random.PRNGKey(0), B)
         )
@@ -918,7 +918,7 @@ def test_a_tree_whose_root_holds_another_position_with_the_same_moves_is_started
     not searched from the second: the search equals a fresh tree's."""
     params, s, run = _reusing_search(tic_tac_toe)
     tree, out = run(s.init(4), params, play(tic_tac_toe, [4], batch=4), jax.random.PRNGKey(0))
-    tree = s.advance(tree, jnp.full((4,), 6, jnp.int32))
+    tree = jax.jit(s.advance)(tree, jnp.full((4,), 6, jnp.int32))
     assert np.all(np.asarray(tree.next_free) > 1)  # the move's subtree was kept
     swapped = play(tic_tac_toe, [6, 4], batch=4)
     _, kept = run(tree, params, swapped, jax.random.PRNGKey(1))

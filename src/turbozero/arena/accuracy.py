@@ -34,11 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.agents import Agent, PolicyFn, runs_search
+from turbozero.arena.agents import Agent, action_program
 from turbozero.envs.core import Env
 from turbozero.games.core import ILLEGAL_SCORE, all_games, game_spec
-from turbozero.search import compiler_options
-from turbozero.types import Array, Params, PRNGKey
+from turbozero.types import Array, PRNGKey
 
 CACHE_VERSION = 1
 
@@ -183,15 +182,6 @@ def _replay_program(env: Env) -> Callable[[Array], Any]:
     return jax.jit(replay)
 
 
-@functools.lru_cache(maxsize=16)
-def _action_program(policy_fn: PolicyFn) -> Callable[[Params, Any, PRNGKey], Array]:
-    def act(params: Params, states: Any, key: PRNGKey) -> Array:
-        return policy_fn(params, states, key).action
-
-    options = compiler_options() if runs_search(policy_fn) else None
-    return jax.jit(act, compiler_options=options)
-
-
 def side_by_side() -> int:
     """How many of an agent's batches to run at once: one per CPU core this process may use on
     a CPU (XLA:CPU runs a search's small loops on one thread, so one program keeps about one
@@ -213,7 +203,7 @@ def agent_actions(
     batch = max(1, min(int(batch_size), n))
     padded = -(-n // batch) * batch
     moves = np.concatenate([positions.moves, positions.moves[: padded - n]])
-    replay, act = _replay_program(env), _action_program(agent.policy_fn)
+    replay, act = _replay_program(env), action_program(agent.policy_fn)
 
     def ask(i: int) -> np.ndarray:
         states = replay(jnp.asarray(moves[i * batch : (i + 1) * batch]))

@@ -23,6 +23,7 @@ compiled match as well.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -72,8 +73,10 @@ class Agent(struct.Struct):
         return self.policy_fn(self.params, states, key)
 
     def act(self, states: PyTree, key: PRNGKey) -> Array:
-        """The chosen actions `[B]` int32 on `states`; `key` is consumed."""
-        return self.policy(states, key).action
+        """The chosen actions `[B]` int32 on `states`; `key` is consumed. Compiled once per
+        policy and batch shape (op by op, a search compiles hundreds of small programs on its
+        first call and dispatches each op on every call)."""
+        return action_program(self.policy_fn)(self.params, states, key)
 
 
 def make_agent(policy_fn: PolicyFn, params: Params = None, *, name: str) -> Agent:
@@ -97,6 +100,19 @@ def make_agent(policy_fn: PolicyFn, params: Params = None, *, name: str) -> Agen
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     return Agent(params=params, policy_fn=policy_fn, name=name)
+
+
+@functools.lru_cache(maxsize=16)
+def action_program(policy_fn: PolicyFn) -> Callable[[Params, PyTree, PRNGKey], Array]:
+    """`policy_fn`'s action `[B]` as one compiled program (with the search's compiler options
+    where it runs a search), built once per policy."""
+    from turbozero.search import compiler_options
+
+    def act(params: Params, states: PyTree, key: PRNGKey) -> Array:
+        return policy_fn(params, states, key).action
+
+    options = compiler_options() if runs_search(policy_fn) else None
+    return jax.jit(act, compiler_options=options)
 
 
 def runs_search(policy_fn: PolicyFn | None) -> bool:

@@ -54,10 +54,6 @@ def pytest_configure(config: pytest.Config) -> None:
     benchmarks do; a level or emitter chosen in XLA_FLAGS, or a flags file, is kept. Set before
     JAX starts its backend (the first computation), which reads XLA_FLAGS once; subprocesses
     inherit it."""
-    if hasattr(
-        config.option, "loadscopereorder"
-    ):  # (xdist: files as `_longest_files_first` has them)
-        config.option.loadscopereorder = False
     flags = os.environ.get("XLA_FLAGS", "")
     if (config.option.markexpr or "").strip() == "slow":
         return
@@ -76,55 +72,8 @@ def _llvm_level(flags: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-#: The files `bench/suite.py` measured longest from an empty cache, longest first: xdist hands
-#: out files in the collection's order (`_longest_files_first`), so the last file a worker takes
-#: is a short one and the two workers finish together
-LONGEST_FILES = (
-    "tests/search/test_search.py",
-    "tests/search/test_chance_search.py",
-    "tests/alphazero/test_train_run.py",
-    "tests/alphazero/test_durable.py",
-    "tests/alphazero/test_resume.py",
-    "tests/ppo/test_train.py",
-    "tests/ppo/test_learner.py",
-    "tests/envs/test_chance.py",
-    "tests/arena/test_accuracy.py",
-    "tests/ppo/test_golden.py",
-    "tests/search/test_golden.py",
-    "tests/alphazero/test_losses.py",
-    "tests/engines/test_backgammon_engines.py",
-    "tests/alphazero/test_rebuild.py",
-    "tests/alphazero/test_selfplay_and_trainer.py",
-    "tests/test_presets.py",
-    "tests/alphazero/test_reanalyse.py",
-    "tests/test_signals.py",
-    "tests/ppo/test_devices.py",
-    "tests/ppo/test_heads.py",
-    "tests/arena/test_match.py",
-    "tests/test_xla_flags.py",
-)
-
-
-def _longest_files_first(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order the files as `LONGEST_FILES` does (the others after them, as collected);
-    `pytest_configure` keeps xdist from reordering them by their number of tests."""
-    root = Path(__file__).resolve().parent.parent
-    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-
-    def place(item: pytest.Item) -> int:
-        try:
-            name = Path(item.path).resolve().relative_to(root).as_posix()
-        except ValueError:
-            return len(rank)
-        return rank.get(name, len(rank))
-
-    items.sort(key=place)  # (stable: a file's tests keep their order)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files longest first; where this process compiles at LLVM's level 0, `optimized` tests
-    run in a subprocess."""
-    _longest_files_first(config, items)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Where this process compiles at LLVM's level 0, `optimized` tests run in a subprocess."""
     if _llvm_level(os.environ.get("XLA_FLAGS", "")) != 0:
         return
     marked = [item for item in items if item.get_closest_marker("optimized") is not None]

@@ -41,15 +41,3 @@ def test_a_worker_killed_mid_test_fails_the_run_naming_its_test_instead_of_hangi
     assert "crashed while running 'test_1_kill.py::test_dies'" in out or (
         "crashed while running 'test_3_kill.py::test_dies'" in out
     ), out
-
-
-def test_the_files_the_suite_hands_out_first_exist_and_the_scheduler_keeps_their_order(request):
-    """`tests/conftest.py` orders the longest files first for xdist; a renamed file would
-    silently fall back to the end of the queue."""
-    from tests.conftest import LONGEST_FILES
-
-    missing = [name for name in LONGEST_FILES if not (ROOT / name).is_file()]
-    assert not missing, f"LONGEST_FILES names files that do not exist: {missing}"
-    assert len(set(LONGEST_FILES)) == len(LONGEST_FILES)
-    if hasattr(request.config.option, "loadscopereorder"):  # (xdist installed)
-        assert request.config.option.loadscopereorder is False

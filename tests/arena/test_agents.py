@@ -162,3 +162,25 @@ def test_one_masked_softmax_decides_the_rows_without_weight_for_search_and_agent
     np.testing.assert_allclose(weights[0], [1 / (1 + np.e**2), 0.0, np.e**2 / (1 + np.e**2)])
     assert weights[1].tolist() == [0.5, 0.5, 0.0]  # a NaN network: uniform over legal moves
     assert weights[2].tolist() == [0.0, 0.0, 0.0]  # no legal move: no weight, never NaN
+
+
+def test_a_search_agents_act_is_one_compiled_program_with_the_policys_moves(tic_tac_toe):
+    """`Agent.act` compiles the policy once per batch shape (run op by op, a search compiled
+    hundreds of small programs on a loaded agent's first move) and plays the policy's moves."""
+    from turbozero.arena.agents import action_program
+    from turbozero.arena.search_agents import alphazero_agent
+
+    def eval_fn(params, obs, key):
+        return jnp.zeros((obs.shape[0], 9)), jnp.zeros((obs.shape[0],))
+
+    agent = alphazero_agent(tic_tac_toe, eval_fn, None, num_simulations=4)
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    states = jax.jit(jax.vmap(lambda k: tic_tac_toe.init(k)[0]))(keys)
+    key = jax.random.PRNGKey(1)
+    moves = agent.act(states, key)
+    program = action_program(agent.policy_fn)
+    assert program._cache_size() == 1
+    agent.act(states, jax.random.PRNGKey(2))
+    assert program._cache_size() == 1
+    expected = jax.jit(lambda s, k: agent.policy(s, k).action)(states, key)
+    np.testing.assert_array_equal(np.asarray(moves), np.asarray(expected))

@@ -403,3 +403,24 @@ def test_check_and_env_refuse_counts_that_are_not_ints():
         dataclasses.replace(env, num_actions=2.5)
     with pytest.raises(ValueError, match="num_players must be 1 or 2"):
         dataclasses.replace(env, num_players=True)
+
+
+def test_a_pgx_game_takes_its_shapes_from_a_traced_init_not_pgxs_eager_properties(monkeypatch):
+    """pgx's `num_actions` and `observation_shape` run its `init` op by op (about a hundred
+    small programs compiled a game); the wrapper reads both from a traced `init`, and they are
+    the shapes of the state `init` returns."""
+    import pgx
+    import pgx.core
+
+    from turbozero.envs.pgx import from_pgx
+
+    def eager(self):
+        raise AssertionError("pgx's property ran init op by op")
+
+    raw = pgx.make("othello")
+    monkeypatch.setattr(pgx.core.Env, "num_actions", property(eager))
+    monkeypatch.setattr(pgx.core.Env, "observation_shape", property(eager))
+    env = from_pgx(raw, name="othello")
+    state, md = jax.jit(env.init)(jax.random.PRNGKey(0))
+    assert env.num_actions == md.action_mask.shape[0] == 65
+    assert env.observation_shape == tuple(env.observe(state).shape) == (8, 8, 2)

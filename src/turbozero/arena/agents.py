@@ -32,6 +32,7 @@ import jax.numpy as jnp
 
 from turbozero import struct
 from turbozero.envs.core import Env
+from turbozero.search import compiler_options
 from turbozero.search.selector import masked_softmax
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 from turbozero.validate import check_number
@@ -106,7 +107,6 @@ def make_agent(policy_fn: PolicyFn, params: Params = None, *, name: str) -> Agen
 def action_program(policy_fn: PolicyFn) -> Callable[[Params, PyTree, PRNGKey], Array]:
     """`policy_fn`'s action `[B]` as one compiled program (with the search's compiler options
     where it runs a search), built once per policy."""
-    from turbozero.search import compiler_options
 
     def act(params: Params, states: PyTree, key: PRNGKey) -> Array:
         return policy_fn(params, states, key).action

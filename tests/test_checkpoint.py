@@ -226,6 +226,35 @@ def test_a_disk_that_refuses_a_save_is_an_os_error_without_orbaxs_log(
     ckpt.close()
 
 
+def test_a_write_threads_disk_failure_logged_after_the_save_returned_is_dropped(tmp_path, caplog):
+    """Orbax's write threads log their failure with a traceback, some after the failed save has
+    returned (past any hold on the log during the call): those reports are dropped for the
+    process's life, while its other errors still reach the log."""
+    import logging
+    import threading
+
+    ckpt = Checkpointer(tmp_path / "c")
+    ckpt.save(1, {"w": jnp.zeros(2)}, {})  # (installs the filters)
+    absl = logging.getLogger("absl")
+    late = "_SignalingThread.run() raised an exception: Failed writing: No space left on device"
+
+    def log_late() -> None:
+        try:
+            raise ValueError("RESOURCE_EXHAUSTED")
+        except ValueError:
+            absl.exception("[process=0] %s", late)
+
+    with caplog.at_level(logging.INFO):
+        thread = threading.Thread(target=log_late)
+        thread.start()
+        thread.join()
+        absl.error("_SignalingThread.run() raised an exception: permission denied")
+    assert [r.getMessage() for r in caplog.records if r.name == "absl"] == [
+        "_SignalingThread.run() raised an exception: permission denied"
+    ]
+    ckpt.close()
+
+
 _FILL_THE_DISK = """
 import sys
 import numpy as np

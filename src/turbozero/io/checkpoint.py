@@ -9,6 +9,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import shutil
 import sys
 import traceback
@@ -63,6 +64,8 @@ def _quiet_orbax() -> Iterator[None]:
 
 #: orbax's coroutine that reads one array of a checkpoint
 _ORBAX_READ = "_read_array_index_and_device_put"
+#: orbax's coroutine that writes one fragment of an array
+_ORBAX_WRITE = "async_serialize_from_host.<locals>.write_fragment"
 
 
 def _is_closed_loop_error(error: BaseException | None, tb: TracebackType | None) -> bool:
@@ -79,15 +82,23 @@ def _is_late_read_noise(unraisable: Any) -> bool:
     )
 
 
+#: orbax's log line for a write thread that failed (`_SignalingThread.run`)
+_ORBAX_THREAD_FAILED = "_SignalingThread.run() raised an exception"
+
+
 class _LateIONoise(logging.Filter):
     """Drops asyncio's report of a read's future, or a write's that the disk refused, whose
-    failure nobody awaited."""
+    failure nobody awaited, and orbax's report of a write thread that the disk refused (logged
+    with its traceback, some after the failed save has returned)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        refused = any(w in message for w in DISK_FULL_OR_READ_ONLY)
+        if _ORBAX_THREAD_FAILED in message:
+            return not refused
         if "exception was never retrieved" not in message:
             return True
-        return not ("reading" in message or any(w in message for w in DISK_FULL_OR_READ_ONLY))
+        return not ("reading" in message or refused)
 
 
 def _drop_late_io_noise() -> None:
@@ -97,15 +108,18 @@ def _drop_late_io_noise() -> None:
     A damaged checkpoint fails one array read, and a full disk one array write; orbax then
     closes its event loop while the others still run, and each of those, finishing, reports an
     error nobody can catch: "Event loop is closed" from a TensorStore thread, its own read
-    error from a coroutine never awaited (both through `sys.unraisablehook`), or an unretrieved
-    task (asyncio's log). That is a hundred tracebacks around the one-line report. Installed
-    before each save and restore, for the process's life (the late reads and writes end at no
-    set time, some after the failed call has returned); it drops only those reports.
+    error from a coroutine never awaited (both through `sys.unraisablehook`), an unretrieved
+    task (asyncio's log), or a write thread's failure (orbax's log, through absl). That is a
+    hundred tracebacks around the one-line report. Installed before each save and restore, for
+    the process's life (the late reads and writes end at no set time, some after the failed
+    call has returned); it drops only those reports.
     """
-    asyncio_log = logging.getLogger("asyncio")
-    if not any(isinstance(f, _LateIONoise) for f in asyncio_log.filters):
-        asyncio_log.addFilter(_LateIONoise())
-        warnings.filterwarnings("ignore", message=f"coroutine '{_ORBAX_READ}' was never awaited")
+    logs = [logging.getLogger(name) for name in ("asyncio", "absl")]
+    if not any(isinstance(f, _LateIONoise) for f in logs[0].filters):
+        for log in logs:
+            log.addFilter(_LateIONoise())
+        for name in (_ORBAX_READ, _ORBAX_WRITE):
+            warnings.filterwarnings("ignore", f"coroutine '{re.escape(name)}' was never awaited")
     # (checked each time: a test runner may have put its own hook in since)
     if getattr(sys.unraisablehook, "_turbozero_late_reads", False):
         return

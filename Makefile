@@ -27,8 +27,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
+# (bytecode written even where PYTHONDONTWRITEBYTECODE is set: each worker and each subprocess
+# would otherwise parse and rewrite every test file again, 3.4 s a process)
 unit: $(STAMP)
-	$(BIN)/pytest -q -m "not slow" -n 2 --dist loadfile --max-worker-restart 0
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not slow" -n 2 --dist loadfile --max-worker-restart 0
 
 test: $(STAMP)
 	@start=$$(date +%s); \

@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write every file's row here")
     parser.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments")
     args = parser.parse_args()
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="")  # as `make unit`
     with tempfile.TemporaryDirectory() as report, tempfile.TemporaryDirectory() as cache:
         env["TURBOZERO_SUITE_REPORT"] = report
         if not args.warm:

@@ -17,6 +17,8 @@ def unit_pytest_args() -> list[str]:
     lines = (ROOT / "Makefile").read_text().splitlines()
     recipe = lines[lines.index("unit: $(STAMP)") + 1]
     words = shlex.split(recipe.strip())
+    while "=" in words[0]:  # (the environment the recipe sets)
+        words = words[1:]
     assert words[0] == "$(BIN)/pytest", recipe
     return words[1:]
 
@@ -41,3 +43,31 @@ def test_a_worker_killed_mid_test_fails_the_run_naming_its_test_instead_of_hangi
     assert "crashed while running 'test_1_kill.py::test_dies'" in out or (
         "crashed while running 'test_3_kill.py::test_dies'" in out
     ), out
+
+
+def test_a_worker_skips_the_interpreters_exit_and_a_failed_test_still_fails_the_run(tmp_path):
+    """The suite's conftest ends each xdist worker with `os._exit` once its results are sent
+    (freeing a worker's compiled programs took 6 to 8 s a run): an exit handler a test
+    registers never runs, and a failure still makes the run red."""
+    import os
+
+    from tests.subprocesses import pythonpath
+
+    ran = tmp_path / "exit-handler-ran"
+    (tmp_path / "test_exit.py").write_text(
+        "import atexit\nimport pathlib\n\n\ndef test_passes():\n"
+        f"    atexit.register(pathlib.Path({str(ran)!r}).touch)\n\n\n"
+        "def test_fails():\n    assert 1 == 2\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "tests.conftest", "."],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": pythonpath(), "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "1 failed, 1 passed" in out, out
+    assert not ran.exists(), "the worker ran the interpreter's exit"

@@ -66,18 +66,27 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["XLA_FLAGS"] = flags.strip()
 
 
+_EXIT_STATUS = [0]  # the session's, for `pytest_unconfigure`
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT_STATUS[0] = int(exitstatus)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """An xdist worker leaves as soon as its results are sent (`workerfinished`, sent from its
     `pytest_sessionfinish`), skipping the interpreter's exit: there JAX frees every program the
     worker compiled or read from the cache, 6 to 8 s for a worker's 2,500 at the end of each
-    run, and the controller waits for it. The run's outcome travels in the results."""
-    if hasattr(config, "workerinput"):
+    run, and the controller waits for it. The run's outcome travels in the results (and the
+    exit status is the session's). So does the level-1 subprocess (`_run_at_level_1`), once
+    its report is written."""
+    if hasattr(config, "workerinput") or os.environ.get(_LEVEL_1_RUN):
         import sys
 
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(_EXIT_STATUS[0])
 
 
 def _llvm_level(flags: str) -> int | None:
@@ -96,6 +105,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 _OPTIMIZED_RESULTS: dict[str, str | None] = {}
+#: set in the environment of `_run_at_level_1`'s pytest (its results go to a JUnit report)
+_LEVEL_1_RUN = "TURBOZERO_SUITE_LEVEL_1_RUN"
 
 
 def _optimized(item: pytest.Item, marked: list[pytest.Item]) -> None:
@@ -126,6 +137,7 @@ def _run_at_level_1(nodeids: list[str]) -> dict[str, str | None]:
     flags = re.sub(r"--xla_backend_optimization_level=\d+", "", os.environ["XLA_FLAGS"])
     env = dict(os.environ, PYTHONPATH=pythonpath(), XLA_FLAGS=f"{flags} {LEVEL_1}".strip())
     env.pop("TURBOZERO_SUITE_REPORT", None)
+    env[_LEVEL_1_RUN] = "1"
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]

@@ -66,6 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["XLA_FLAGS"] = flags.strip()
 
 
+#: set in the environment of `_run_at_level_1`'s pytest (its results go to a JUnit report)
+_LEVEL_1_RUN = "TURBOZERO_SUITE_LEVEL_1_RUN"
 _EXIT_STATUS = [0]  # the session's, for `pytest_unconfigure`
 
 
@@ -105,8 +107,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 _OPTIMIZED_RESULTS: dict[str, str | None] = {}
-#: set in the environment of `_run_at_level_1`'s pytest (its results go to a JUnit report)
-_LEVEL_1_RUN = "TURBOZERO_SUITE_LEVEL_1_RUN"
 
 
 def _optimized(item: pytest.Item, marked: list[pytest.Item]) -> None:

@@ -12,6 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
+#: the cyclic collector's thresholds in the suite (Python's are 700, 10, 10; see below)
+SUITE_GC_THRESHOLDS = (100_000, 50, 1000)
+# Tracing and lowering allocate millions of short-lived objects, and at Python's thresholds the
+# collector ran thousands of times a file, each full pass walking every jaxpr and executable the
+# worker holds: 4.7 of test_search.py's 52 s. At these thresholds, with the imported modules
+# frozen out of its passes once collected (`pytest_collection_finish`), 1.6 s, for 1.37 GB at
+# its peak rather than 1.26 (docs/benchmarks.md, the lever table).
+gc.set_threshold(*SUITE_GC_THRESHOLDS)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # (what XLA_FLAGS was before `turbozero.configure()` added to it; see tests/test_xla_flags.py)
 os.environ.setdefault("TURBOZERO_SUITE_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
@@ -64,6 +72,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if "xla_cpu_use_fusion_emitters" not in flags:
         flags = f"{flags} {SUITE_EMITTERS}"
     os.environ["XLA_FLAGS"] = flags.strip()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported and collected so far lives for the whole run: move it out of the
+    cyclic collector's passes (`gc.freeze`), which otherwise walk it again at every full pass."""
+    gc.collect()
+    gc.freeze()
 
 
 #: set in the environment of `_run_at_level_1`'s pytest (its results go to a JUnit report)

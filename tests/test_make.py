@@ -71,3 +71,15 @@ def test_a_worker_skips_the_interpreters_exit_and_a_failed_test_still_fails_the_
     assert done.returncode == 1, out
     assert "1 failed, 1 passed" in out, out
     assert not ran.exists(), "the worker ran the interpreter's exit"
+
+
+def test_the_suite_collects_cycles_rarely_and_leaves_what_it_imported_out_of_the_passes():
+    """The suite's conftest raises the cyclic collector's thresholds and freezes what was
+    imported and collected before the first test (see `SUITE_GC_THRESHOLDS`)."""
+    import gc
+
+    from tests.conftest import SUITE_GC_THRESHOLDS
+
+    assert gc.get_threshold() == SUITE_GC_THRESHOLDS
+    assert SUITE_GC_THRESHOLDS[0] > 700  # above Python's default
+    assert gc.get_freeze_count() > 10_000  # the modules JAX, flax and the tests imported

@@ -484,11 +484,16 @@ def test_ctrl_c_during_eval_prints_interrupted_and_exits_130(full_run):
     from tests.subprocesses import pythonpath
 
     run, _ = full_run
-    env = {**os.environ, "PYTHONPATH": pythonpath()}
+    # JAX logs each program it has compiled or read from the cache: the match's is `run`
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "JAX_LOG_COMPILES": "1"}
     cmd = [sys.executable, "-m", "turbozero.cli", "eval", str(run), "--games", "2000"]
     cmd += ["--simulations", "200", "--vs", "mcts:200"]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
-    time.sleep(6)  # inside the match (loading and compiling take about 3 s)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "Finished XLA compilation of jit(run)" in line:
+            break
+    time.sleep(0.5)  # inside the match, which takes minutes
     assert proc.poll() is None, "the match ended before the interrupt"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -479,6 +479,7 @@ def test_ctrl_c_during_eval_prints_interrupted_and_exits_130(full_run):
     import signal
     import subprocess
     import sys
+    import threading
     import time
 
     from tests.subprocesses import pythonpath
@@ -490,9 +491,12 @@ def test_ctrl_c_during_eval_prints_interrupted_and_exits_130(full_run):
     cmd += ["--simulations", "200", "--vs", "mcts:200"]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
+    watchdog = threading.Timer(120, proc.kill)  # (should the line never come: fail, not hang)
+    watchdog.start()
     for line in proc.stderr:
         if "Finished XLA compilation of jit(run)" in line:
             break
+    watchdog.cancel()
     time.sleep(0.5)  # inside the match, which takes minutes
     assert proc.poll() is None, "the match ended before the interrupt"
     proc.send_signal(signal.SIGINT)

@@ -14,16 +14,18 @@ rate (millipoints of equity given up a move against gnubg's best) and the share 
 plays of random play, pubeval and gnubg:0 itself (0 and 1 by construction: a check of the
 bridge), one row each (`measure: "quality"`).
 
-With `--run DIR` (a backgammon run directory), its best network with its evaluation search
-(`--simulations N` to change the count) also plays `--games` games against `pubeval` and against
-`gnubg:0`, a row each (`agent`, `epochs` and `minutes` of its training added), and gets quality
-rows: its network's policy alone (`a: "network alone"`) and its search at each of
+With `--run DIR` (a backgammon run directory, TD or AlphaZero), its best network plays
+`--run-games` games (default `--games`) against `pubeval` and against `gnubg:0`, a row each
+(`agent`, `algorithm`, `epochs` and `minutes` of its training added), and gets a quality row. A
+TD run plays as it was evaluated in training (each play chosen by its value network); an
+AlphaZero run with its evaluation search (`--simulations N` to change the count), and also gets
+quality rows of its network's policy alone (`a: "network alone"`) and of its search at each of
 `--quality-simulations` counts (default: the count its matches use). The issue's bar: a preset
 trained for at most an hour wins more than half its games against pubeval (the interval above
 0.5).
 
     python bench/engines.py [--games 100] [--seed 0] [--positions 200] [--run DIR]
-        [--simulations N] [--quality-simulations N [N ...]]
+        [--run-games N] [--simulations N] [--quality-simulations N [N ...]]
 
 Go (`--go-run DIR`, instead of everything above): a Go run's best network with its evaluation
 search (or `--simulations N`) plays `--games` games against GNU Go at each of `--go-levels`
@@ -122,6 +124,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run", help="a backgammon run directory: its agent against the engines")
     parser.add_argument("--simulations", type=int, default=None)
+    parser.add_argument("--run-games", type=int, default=None, help="the run's games (--games)")
     parser.add_argument("--positions", type=int, default=200)
     parser.add_argument("--quality-simulations", type=int, nargs="*", default=None)
     parser.add_argument("--go-run", help="a Go run directory: its agent against GNU Go only")
@@ -139,15 +142,29 @@ def main() -> None:
     for name in ("random", "pubeval", "gnubg:0"):
         emit(quality_row(make_opponent(env, name), env, positions, args.seed))
     if args.run:
-        loaded = turbozero.load_agent(args.run, args.simulations)
-        meta = json.loads((Path(args.run) / "summary.json").read_text())
-        trained = {
-            "epochs": meta.get("epochs"),
-            "minutes": round(meta.get("wall_seconds", 0) / 60, 1),
-        }
-        for engine in ("pubeval", "gnubg:0"):
-            out = row(loaded.agent, make_opponent(env, engine), env, args.games, args.seed)
-            emit({**out, "agent": args.run, **trained})
+        run_rows(args, env, positions)
+
+
+def run_rows(args: argparse.Namespace, env: Any, positions: Any) -> None:
+    """`--run`: the run's best agent against pubeval and gnubg:0 (`--run-games` games each) and
+    its move quality; an AlphaZero run's also with its network alone and other search counts."""
+    from turbozero.loading import run_algorithm
+
+    _, algorithm = run_algorithm(args.run)
+    loaded = turbozero.load_agent(args.run, args.simulations)
+    meta = json.loads((Path(args.run) / "summary.json").read_text())
+    trained = {
+        "algorithm": algorithm,
+        "epochs": meta.get("epochs"),
+        "minutes": round(meta.get("wall_seconds", 0) / 60, 1),
+    }
+    games = args.run_games or args.games
+    for engine in ("pubeval", "gnubg:0"):
+        out = row(loaded.agent, make_opponent(env, engine), env, games, args.seed)
+        emit({**out, "agent": args.run, **trained})
+    if algorithm == "td":
+        emit({**quality_row(loaded.agent, env, positions, args.seed), "agent": args.run, **trained})
+    else:
         alone = network_agent(env, loaded.az.eval_fn, loaded.params, name="network alone")
         emit({**quality_row(alone, env, positions, args.seed), "agent": args.run, **trained})
         for sims in args.quality_simulations or [None]:

@@ -42,7 +42,8 @@ def test_every_preset_config_is_valid_and_described(name):
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_traces_one_step_of_its_programs(name):
     """Each preset's own game, network, search and augmentations trace through self-play and
-    training (AlphaZero) or one update (PPO), at tiny batch sizes: shapes only, no compiling."""
+    training (AlphaZero), one update (PPO) or one turn of self-play and its step (TD), at tiny
+    batch sizes: shapes only, no compiling."""
     import jax
 
     from turbozero.alphazero import make_alphazero
@@ -62,6 +63,14 @@ def test_every_preset_traces_one_step_of_its_programs(name):
         assert metrics["episodes"].shape == ()
         _, losses = jax.eval_shape(lambda s: az.train_steps(s, 1), state)
         assert losses["loss"].shape == ()
+    elif preset.algorithm == "td":
+        from turbozero.td import make_td
+
+        td = make_td(preset.make().with_overrides(["num_games=2"]))
+        state = jax.eval_shape(td.init, key)
+        after, metrics = jax.eval_shape(lambda s: td.train(s, 1), state)
+        assert jax.tree_util.tree_structure(after) == jax.tree_util.tree_structure(state)
+        assert metrics["loss"].shape == (1,)
     else:
         cfg = preset.make().with_overrides(["num_envs=2", "rollout_length=2", "num_minibatches=1"])
         ppo = make_ppo(cfg)
@@ -327,7 +336,7 @@ def test_games_with_chance_have_a_quick_setting_that_is_valid_and_lets_a_game_en
     moves for games to end and training to start (the run itself: `make check`)."""
     from turbozero.alphazero.train import short_run_note
 
-    for name in ("2048", "backgammon"):
+    for name in ("2048", "backgammon_alphazero"):
         preset = get_preset(name)
         assert preset.quick, name
         config = preset.make().with_overrides(list(preset.quick))
@@ -338,7 +347,7 @@ def test_games_with_chance_have_a_quick_setting_that_is_valid_and_lets_a_game_en
 def test_a_run_too_short_for_a_game_to_end_says_so_at_the_start():
     from turbozero.alphazero.train import short_run_note
 
-    config = get_preset("backgammon").make().with_overrides(["num_epochs=2"])
+    config = get_preset("backgammon_alphazero").make().with_overrides(["num_epochs=2"])
     note = short_run_note(config)
     assert note is not None and "2 epochs play 64 moves of each game" in note
     assert "max_episode_steps=1000" in note and "--set num_epochs=32" in note

@@ -63,12 +63,13 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
     from turbozero.io.rundir import RunDir
     from turbozero.loading import run_algorithm
     from turbozero.ppo.config import PPOConfig
+    from turbozero.td.config import TDConfig
 
     if not RunDir(args.out).is_run():
         raise FileNotFoundError(f"{args.out!r} is not a run directory (no config.json) to resume")
     rd, algorithm = run_algorithm(args.out)
     saved = rd.read_config(algorithm)
-    classes: dict[str, Any] = {"alphazero": AlphaZeroConfig, "ppo": PPOConfig}
+    classes: dict[str, Any] = {"alphazero": AlphaZeroConfig, "ppo": PPOConfig, "td": TDConfig}
     preset = saved.get("preset")
     if args.preset and preset and args.preset != preset:
         raise ConfigError(f"{args.out!r} is a run of preset {preset!r}, not {args.preset!r}")
@@ -116,6 +117,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         from turbozero.ppo.train import train_ppo
 
         train_ppo(config, out, resume=args.resume, preset=preset_name)
+        return 0
+    if algorithm == "td":
+        from turbozero.td.train import train_td
+
+        train_td(config, out, resume=args.resume, preset=preset_name)
         return 0
     from turbozero.alphazero.train import train
 
@@ -252,9 +258,10 @@ def _check_eval_args(args: argparse.Namespace) -> None:
         from turbozero.loading import run_algorithm
 
         rd, algorithm = run_algorithm(args.run_dir)
-        if algorithm == "ppo":
+        if algorithm != "alphazero":
             raise ConfigError(
-                f"{flag} is for AlphaZero runs; {str(rd.path)!r} is a PPO run (it does not search)"
+                f"{flag} is for AlphaZero runs; {str(rd.path)!r} is a {algorithm.upper()} run "
+                f"(it does not search)"
             )
     if args.accuracy:
         for flag, value in (
@@ -694,6 +701,7 @@ def config_reference() -> str:
     from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.config import markdown_cell, reference_markdown
     from turbozero.ppo.config import PPOConfig
+    from turbozero.td.config import TDConfig
 
     presets = "\n".join(
         f"| `{n}` | {p.algorithm} | {markdown_cell(p.description)} |"
@@ -717,6 +725,8 @@ def config_reference() -> str:
         + reference_markdown(AlphaZeroConfig, title="AlphaZero (`AlphaZeroConfig`)")
         + "\n"
         + reference_markdown(PPOConfig, title="PPO (`PPOConfig`)")
+        + "\n"
+        + reference_markdown(TDConfig, title="TD over afterstates (`TDConfig`)")
     )
 
 

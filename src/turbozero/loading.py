@@ -1,4 +1,4 @@
-"""`turbozero.load_agent`: any run directory (AlphaZero or PPO) to a ready agent.
+"""`turbozero.load_agent`: any run directory (AlphaZero, PPO or TD) to a ready agent.
 
 Sits on top of both algorithms (like the CLI); library modules do not import it.
 """
@@ -78,6 +78,26 @@ def load_agent(
         p = Path(path)
         step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
         return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)
+    if algorithm == "td":
+        given = {
+            "num_simulations": num_simulations,
+            "env": env,
+            "module": module,
+            "weights": None if weights == "playing" else weights,
+            "search": search or None,
+            "temperature": temperature or None,
+        }
+        unused = [k for k, v in given.items() if v is not None]
+        if unused:
+            raise ValueError(
+                f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not for TD runs; "
+                f"{str(rd.path)!r} is a TD run (its network rates each play; it does not search)"
+            )
+        from turbozero.td.load import load_agent as load_td
+
+        p = Path(path)
+        step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
+        return load_td(rd.path, which=which, step=step)
     from turbozero.alphazero.load import load_agent as load_az
 
     return load_az(

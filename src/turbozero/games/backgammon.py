@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from turbozero.arena.agents import Agent
     from turbozero.envs.core import Env
     from turbozero.envs.pgx import ChanceRules
+    from turbozero.td.config import TDConfig
+    from turbozero.td.rules import TDRules
 
 BAR, OPPONENT_BAR, OFF, OPPONENT_OFF = 24, 25, 26, 27  # pgx `_board` indices
 CHECKERS = 15
@@ -458,6 +460,167 @@ def backgammon_marks(action: int, *, mover_black: bool) -> list[float] | None:
     return [x1, y1, x2, y2]
 
 
+# -- whole turns in JAX (the TD learner's, `turbozero.td`) ----------------------------------
+
+#: pgx's starting position, from the mover's side
+START = (2, 0, 0, 0, 0, -5, 0, -3, 0, 0, 0, 5, -5, 0, 0, 0, 3, 0, 5, 0, 0, 0, 0, -2, 0, 0, 0, 0)
+SOURCES = 15  # a mover's checkers stand on at most 15 places (the bar and the points)
+#: the results of a game for the player who just moved: lost 3, 2, 1 points, won 1, 2, 3
+RESULTS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
+NUM_FEATURES = 198
+
+
+def jax_move(board: Array, src: Array, die: Array) -> tuple[Array, Array]:
+    """`(legal [] bool, board after [28])`: the mover's checker on `src` (0..23, or `BAR`)
+    moved `die` (1..6) pips, under pgx's rules (`micro_moves` does the same on the host)."""
+    tgt = jnp.where(src == BAR, die - 1, src + die)
+    to_point = tgt <= 23
+    t = jnp.minimum(tgt, 23)
+    home = board[OFF] + jnp.clip(board[18:24], 0).sum() == CHECKERS
+    rear = jnp.min(jnp.where(board[:24] > 0, jnp.arange(24), 24))
+    distance = 24 - src
+    off_ok = (src < 24) & home & ((distance == die) | ((distance < die) & (src == rear)))
+    legal = (board[src] >= 1) & ((src == BAR) | (board[BAR] == 0))
+    legal = legal & jnp.where(to_point, board[t] >= -1, off_ok)
+    hit = to_point & (board[t] == -1)
+    after = board.at[src].add(-1)
+    landed = after.at[t].set(jnp.where(hit, 1, after[t] + 1))
+    after = jnp.where(to_point, landed, after.at[OFF].add(1))
+    return legal, after.at[OPPONENT_BAR].add(-hit.astype(board.dtype))
+
+
+def _sources(board: Array) -> tuple[Array, Array]:
+    """`(places [15], occupied [15])`: where the mover has checkers (board indices, `BAR` for
+    the bar), padded with unoccupied places."""
+    occupied = jnp.concatenate([board[:24] > 0, board[BAR:OPPONENT_BAR] > 0])
+    places = jnp.concatenate([jnp.arange(24), jnp.array([BAR])])
+    order = jnp.argsort(~occupied, stable=True)[:SOURCES]
+    return places[order], occupied[order]
+
+
+def _action(src: Array, die: Array) -> Array:
+    """The pgx action of moving from `src` (index or `BAR`) with `die` (1..6)."""
+    return 6 * jnp.where(src == BAR, 1, src + 2) + die - 1
+
+
+def _one_die(board: Array, die: Array) -> tuple[Array, Array, Array]:
+    """`(boards [15, 28], actions [15], legal [15])`: each move of one checker with `die`."""
+    places, occupied = _sources(board)
+    legal, boards = jax.vmap(lambda s: jax_move(board, s, die))(places)
+    return boards, _action(places, die), legal & occupied
+
+
+def dice_plays(board: Array, d1: Array, d2: Array) -> tuple[Array, Array, Array]:
+    """The plays of two dice (`d1`, `d2`, 1..6; the same for half of a double's turn).
+
+    Returns:
+        `(boards [480, 28], first actions [480], valid [480])`: both dice in either order
+        (2 x 15 x 15), then one die alone (2 x 15), valid under the rules of backgammon as
+        `turn_plays` applies them: both dice where any play uses both, else the larger die where
+        it can be played. No valid play: no checker can move.
+    """
+
+    def in_order(first: Array, second: Array) -> tuple[Array, ...]:
+        boards1, actions1, legal1 = _one_die(board, first)
+        boards2, _, legal2 = jax.vmap(lambda b: _one_die(b, second))(boards1)  # [15, 15, ...]
+        both = legal1[:, None] & legal2
+        alone = legal1 & ~legal2.any(axis=1)
+        actions = jnp.broadcast_to(actions1[:, None], both.shape).reshape(-1)
+        return boards2.reshape(-1, 28), actions, both.reshape(-1), boards1, actions1, alone
+
+    b_a, act_a, both_a, b1_a, act1_a, alone_a = in_order(d1, d2)
+    b_b, act_b, both_b, b1_b, act1_b, alone_b = in_order(d2, d1)
+    both = jnp.concatenate([both_a, both_b])
+    larger_first = d1 > d2
+    larger_playable = jnp.where(larger_first, alone_a.any(), alone_b.any())
+    alone_a = alone_a & ~(larger_playable & ~larger_first)
+    alone_b = alone_b & ~(larger_playable & larger_first & (d1 != d2))
+    alone = jnp.concatenate([alone_a, alone_b]) & ~both.any()
+    boards = jnp.concatenate([b_a, b_b, b1_a, b1_b])
+    actions = jnp.concatenate([act_a, act_b, act1_a, act1_b])
+    return boards, actions, jnp.concatenate([both, alone])
+
+
+def _units(n: Array) -> Array:
+    """Tesauro's four inputs for `n` checkers on a point: at least 1, 2, 3, and half the rest."""
+    return jnp.stack([n >= 1, n >= 2, n >= 3, jnp.maximum(n - 3, 0) / 2.0], -1).astype(jnp.float32)
+
+
+def afterstate_features(board: Array) -> Array:
+    """`[198]` float32 inputs of the position after a turn, from the side of the player who
+    just moved (the opponent to roll): Tesauro's four units per point for each side (192), each
+    side's checkers on the bar (halved) and off (a fifteenth), and each side's pip count / 167
+    (the start's)."""
+    b = board.astype(jnp.int32)
+    mine, theirs = jnp.clip(b[:24], 0), jnp.clip(-b[:24], 0)
+    pips_mine = (mine * (24 - jnp.arange(24))).sum() + 25 * b[BAR]
+    pips_theirs = (theirs * (jnp.arange(24) + 1)).sum() - 25 * b[OPPONENT_BAR]
+    counts = (b[BAR] / 2, -b[OPPONENT_BAR] / 2, b[OFF] / 15, -b[OPPONENT_OFF] / 15)
+    extra = jnp.stack([*counts, pips_mine / 167, pips_theirs / 167]).astype(jnp.float32)
+    return jnp.concatenate([_units(mine).reshape(-1), _units(theirs).reshape(-1), extra])
+
+
+def afterstate_result(board: Array) -> tuple[Array, Array]:
+    """`(over [] bool, result index [] int32 into RESULTS)`: whether the player who just moved
+    bore off its last checker, and its points as pgx scores them (a gammon when the opponent
+    bore off none, a backgammon when one of theirs is also still in the winner's home board)."""
+    won = board[OFF] == CHECKERS
+    gammon = board[OPPONENT_OFF] == 0
+    backgammon = gammon & (board[18:24].sum() != 0)
+    return won, (2 + 1 + gammon.astype(jnp.int32) + backgammon.astype(jnp.int32))
+
+
+def jax_flip(board: Array) -> Array:
+    """`flip` in JAX: the position from the other player's side."""
+    return -jnp.concatenate([board[23::-1], board[24:26][::-1], board[26:28][::-1]])
+
+
+def state_plays(state: Any) -> tuple[Array, Array, Array]:
+    """`dice_plays` of a pgx state's dice left (the two largest, so half of a double's turn at
+    a time), or one die's plays (padded to the same 480) when one is left; none when none is.
+
+    Half a double is chosen on its own: a first half that leaves the rest of the double no move
+    where another would not plays fewer dice than the rules ask (pgx allows it).
+    """
+    board = state._board.astype(jnp.int32)
+    left = jnp.sort(jnp.where(state._playable_dice >= 0, state._playable_dice + 1, 0))[::-1]
+    boards, actions, valid = dice_plays(board, left[0], left[1])
+    one_boards, one_actions, one_valid = _one_die(board, left[0])
+    pad = boards.shape[0] - SOURCES
+    one_boards = jnp.concatenate([one_boards, jnp.broadcast_to(board, (pad, 28))])
+    one_actions = jnp.concatenate([one_actions, jnp.zeros(pad, one_actions.dtype)])
+    one_valid = jnp.concatenate([one_valid, jnp.zeros(pad, bool)])
+    single = left[1] == 0
+    return (
+        jnp.where(single, one_boards, boards),
+        jnp.where(single, one_actions, actions),
+        jnp.where(single, one_valid, valid) & (left[0] > 0),  # (no die left: a finished game)
+    )
+
+
+def td_rules() -> TDRules:
+    """Backgammon for the TD learner (`GameSpec.afterstates`): a turn is one `dice_plays`, or
+    two for a double (each half chosen by its own position's value)."""
+    from turbozero.td.rules import TDRules
+
+    def roll(key: PRNGKey) -> Array:
+        return jax.random.randint(key, (2,), 1, 7)
+
+    return TDRules(
+        num_features=NUM_FEATURES,
+        results=RESULTS,
+        start=jnp.asarray(START, jnp.int32),
+        roll=roll,
+        plays=lambda board, dice: dice_plays(board, dice[0], dice[1]),
+        again=lambda dice: dice[0] == dice[1],
+        features=afterstate_features,
+        result=afterstate_result,
+        flip=jax_flip,
+        state_plays=state_plays,
+        no_move=NO_OP,
+    )
+
+
 # -- the game ----------------------------------------------------------------------------------
 
 
@@ -499,6 +662,7 @@ GAME_SPEC = register_game(
         board=Board(label=backgammon_label, outcome_label=_dice_label),
         stochastic=True,
         chance=chance_rules,
+        afterstates=td_rules,
         engines={"pubeval": engine_agent, "gnubg": engine_agent},
         judge=Judge("gnubg", _quality_positions, _quality, max_positions=10_000),
         page=Page(
@@ -514,10 +678,47 @@ GAME_SPEC = register_game(
 
 @register_preset(
     "backgammon",
-    "Backgammon (two players), MLP, muzero_puct with chance nodes for the dice (36 ordered "
+    "Backgammon (two players) by TD learning over afterstates, TD-Gammon's method: an MLP rates "
+    "the position each play leaves (Tesauro's inputs), 128 games of self-play at once, one "
+    "gradient step a turn; 55 minutes on a 2-core CPU; evaluated against pubeval and gnubg at "
+    "0 ply, and by gnubg's error rate on 200 positions (the engines extra)",
+    algorithm="td",
+    # about 2 minutes on 2 cores: two evaluations of 32 games against pubeval
+    quick=(
+        "num_epochs=4",
+        "steps_per_epoch=200",
+        "eval_every=2",
+        "eval_games=32",
+        "eval_opponents=pubeval",
+        "eval_accuracy=false",
+        "max_wall_seconds=240",
+    ),
+)
+def preset() -> TDConfig:
+    from turbozero.td.config import TDConfig
+
+    return TDConfig(
+        env="backgammon",
+        num_games=128,
+        steps_per_epoch=500,
+        num_epochs=200,
+        max_wall_seconds=3300.0,  # the issue's hour, with the last evaluation inside it
+        hidden=(80, 80),
+        learning_rate=1e-3,
+        eval_every=10,
+        eval_games=100,
+        eval_opponents=("pubeval", "gnubg:0"),
+        eval_accuracy=True,  # gnubg's error rate
+        eval_accuracy_positions=200,
+    )
+
+
+@register_preset(
+    "backgammon_alphazero",
+    "Backgammon by AlphaZero: MLP, muzero_puct with chance nodes for the dice (36 ordered "
     "rolls), 16 simulations in self-play, 64 in evaluation; 1,000 epochs (about 40 minutes on "
-    "a 2-core CPU); evaluated against random, pubeval and its own network without search, and "
-    "by gnubg's error rate on 200 positions (the engines extra)",
+    "a 2-core CPU); the search with chance nodes at work (the `backgammon` preset, TD "
+    "learning, is far stronger for the time: docs/benchmarks.md)",
     algorithm="alphazero",
     # about 2 minutes on 2 cores: two evaluations of 32 games against random
     quick=(
@@ -529,7 +730,7 @@ GAME_SPEC = register_game(
         "max_wall_seconds=240",
     ),
 )
-def preset() -> AlphaZeroConfig:
+def alphazero_preset() -> AlphaZeroConfig:
     from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
 
     return AlphaZeroConfig(

@@ -19,6 +19,7 @@ GROUPS = {
     ),
     "throughput": (
         "positions_per_s",
+        "turns_per_s",
         "train_steps_per_s",
         "simulations_per_s",
         "tree_fullness",
@@ -196,8 +197,8 @@ def plot_returns(rows: list[dict[str, Any]], path: Path) -> bool:
 
 
 def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write what the rows hold: `strength.png` (AlphaZero) or `returns.png` (PPO), beside
-    `losses.png` and `throughput.png`."""
+    """Write what the rows hold: `strength.png` (AlphaZero and TD) or `returns.png` (PPO),
+    beside `losses.png` and `throughput.png`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,8 +208,8 @@ def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     groups = dict(GROUPS)
-    is_alphazero = any("positions_per_s" in r for r in rows)
-    if is_alphazero:
+    games = any("positions_per_s" in r or "turns_per_s" in r for r in rows)  # AlphaZero, TD
+    if games:
         if plot_strength(rows, out / "strength.png"):
             written.append(out / "strength.png")
     elif plot_returns(rows, out / "returns.png"):

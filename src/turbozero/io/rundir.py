@@ -27,7 +27,7 @@ from turbozero.io.errors import DamagedRunError, RunInUseError, RunPathError
 from turbozero.validate import is_digits
 
 #: the algorithms whose runs this layout holds (`config.json`'s "algorithm")
-ALGORITHMS = ("alphazero", "ppo")
+ALGORITHMS = ("alphazero", "ppo", "td")
 
 #: `flock` errors of filesystems that have no locks (not of a lock held elsewhere)
 UNLOCKABLE = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)

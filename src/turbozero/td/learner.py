@@ -1,0 +1,266 @@
+"""TD learning over afterstates, TD-Gammon's way: `make_td(config)`.
+
+A value network rates afterstates (the position a turn leaves, the opponent to roll) from the side
+of the player who just moved, as a distribution over the game's results (`TDRules.results`:
+backgammon's lost or won 1, 2 or 3 points). Every one of `B` games plays one turn per step: the
+mover lists its plays for its dice and keeps the one of highest expected points (greedy: the dice
+explore). The mover's chosen afterstate then teaches the opponent's previous one, TD(0): its
+target is the new afterstate's distribution with the results reversed (what the mover wins the
+opponent loses), or the exact result where the turn won the game. One Adam step on the `B`
+targets follows each turn, and games that ended start again.
+
+Shape letters: `B` games, `F` features, `R` results, `N` plays of a turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from turbozero.arena.agents import Agent, AgentOutput, make_agent
+from turbozero.envs.core import Env
+from turbozero.games import game_spec
+from turbozero.td.config import TDConfig
+from turbozero.td.rules import TDRules
+from turbozero.types import Array, Params, PRNGKey, PyTree
+
+#: a double's second half is played in this share of the batch's slots (a sixth of rolls are
+#: doubles; where more come at once, the rest play one half of theirs that step)
+DOUBLE_SLOTS = 4
+
+
+class ValueNet(nn.Module):
+    """An MLP from afterstate features `[N, F]` to result logits `[N, R]` (ReLU layers)."""
+
+    hidden: Sequence[int]
+    num_results: int
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        for width in self.hidden:
+            x = nn.relu(nn.Dense(width)(x))
+        return nn.Dense(self.num_results, kernel_init=nn.initializers.zeros)(x)
+
+
+class TDState(NamedTuple):
+    """A TD learner's whole state (a checkpoint holds it; resuming from it is exact).
+
+    Attributes:
+        params: the value network's variables.
+        opt_state: Adam's state.
+        boards: `[B, *]` each game's position, the mover to play.
+        dice: `[B, 2]` the mover's roll.
+        previous: `[B, F]` the features of each game's last afterstate (the opponent's).
+        has_previous: `[B]` bool, false at a game's first turn.
+        key: consumed by the next rolls.
+    """
+
+    params: Params
+    opt_state: Any
+    boards: Array
+    dice: Array
+    previous: Array
+    has_previous: Array
+    key: PRNGKey
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TD:
+    """A TD learner bound to its config (`make_td`).
+
+    Attributes:
+        config: its `TDConfig`.
+        rules: the game's `TDRules`.
+        net: the value network.
+        optimizer: Adam.
+        init: `init(key) -> TDState`.
+        train: `train(state, steps) -> (state, metrics)`, `steps` turns of every game, compiled
+            (`steps` static): `loss` `[steps]`, `games` `[steps]` finished games.
+        distribution: `distribution(params, boards [N, *]) -> [N, R]` result probabilities of
+            afterstates (one-hot where the game is won).
+        equity: `equity(params, boards [N, *]) -> [N]` their expected points.
+    """
+
+    config: TDConfig
+    rules: TDRules
+    net: ValueNet
+    optimizer: optax.GradientTransformation
+    init: Any
+    train: Any
+    distribution: Any
+    equity: Any
+
+
+def _logits(net: ValueNet, params: Params, x: Array) -> Array:
+    """`[N, R]` result logits of features `x` `[N, F]`."""
+    logits: Array = net.apply(params, x)  # type: ignore[assignment]
+    return logits
+
+
+def distribution(rules: TDRules, net: ValueNet, params: Params, boards: Array) -> Array:
+    """`[N, R]` result probabilities of the afterstates `boards` `[N, *]`."""
+    x = jax.vmap(rules.features)(boards)
+    probs = jax.nn.softmax(_logits(net, params, x), axis=-1)
+    over, index = jax.vmap(rules.result)(boards)
+    exact = jax.nn.one_hot(index, len(rules.results), dtype=probs.dtype)
+    return jnp.where(over[:, None], exact, probs)
+
+
+def equity(rules: TDRules, net: ValueNet, params: Params, boards: Array) -> Array:
+    """`[N]` expected points of the afterstates `boards` for the player who just moved."""
+    return distribution(rules, net, params, boards) @ jnp.asarray(rules.results, jnp.float32)
+
+
+def best_play(
+    rules: TDRules, net: ValueNet, params: Params, plays: tuple[Array, Array, Array]
+) -> tuple[Array, Array, Array, Array]:
+    """`(index, any valid, equity, board)` of the valid play of highest equity among one turn's
+    `plays` `(boards [N, *], actions [N], valid [N])`."""
+    boards, _, valid = plays
+    scores = equity(rules, net, params, boards)
+    index = jnp.argmax(jnp.where(valid, scores, -jnp.inf))
+    return index, valid.any(), scores[index], boards[index]
+
+
+def choose_turn(rules: TDRules, net: ValueNet, params: Params, board: Array, dice: Array) -> Array:
+    """The afterstate of one game's (half) turn: its best play, or `board` when none is valid."""
+    _, playable, _, after = best_play(rules, net, params, rules.plays(board, dice))
+    return jnp.where(playable, after, board)
+
+
+def play_turns(rules: TDRules, net: ValueNet, params: Params, boards: Array, dice: Array) -> Array:
+    """`[B, *]` afterstates of one turn in each game; a roll played twice (`rules.again`) plays
+    its second half in `B // DOUBLE_SLOTS` slots (at least 8, at most `B`)."""
+    choose = jax.vmap(functools.partial(choose_turn, rules, net, params))
+    after = choose(boards, dice)
+    over = jax.vmap(rules.result)(after)[0]
+    again = jax.vmap(rules.again)(dice) & ~over
+    B = boards.shape[0]
+    slots = jnp.argsort(~again, stable=True)[: min(B, max(B // DOUBLE_SLOTS, 8))]
+    second = choose(after[slots], dice[slots])
+    second = jnp.where(again[slots].reshape((-1,) + (1,) * (after.ndim - 1)), second, after[slots])
+    return after.at[slots].set(second)
+
+
+def init_state(
+    rules: TDRules, net: ValueNet, optimizer: optax.GradientTransformation, B: int, key: PRNGKey
+) -> TDState:
+    """A new learner: fresh network, every game at the start."""
+    k_net, k_dice, key = jax.random.split(key, 3)
+    params = net.init(k_net, jnp.zeros((1, rules.num_features), jnp.float32))
+    return TDState(
+        params=params,
+        opt_state=optimizer.init(params),
+        boards=jnp.broadcast_to(rules.start, (B, *rules.start.shape)),
+        dice=jax.vmap(rules.roll)(jax.random.split(k_dice, B)),
+        previous=jnp.zeros((B, rules.num_features), jnp.float32),
+        has_previous=jnp.zeros((B,), bool),
+        key=key,
+    )
+
+
+def td_loss(net: ValueNet, params: Params, x: Array, target: Array, weight: Array) -> Array:
+    """Cross-entropy of the predicted results of `x` `[B, F]` against `target` `[B, R]`, over
+    the rows of `weight` `[B]` 1."""
+    logp = jax.nn.log_softmax(_logits(net, params, x), axis=-1)
+    return -(weight * (target * logp).sum(-1)).sum() / jnp.maximum(weight.sum(), 1.0)
+
+
+def td_step(
+    rules: TDRules, net: ValueNet, optimizer: optax.GradientTransformation, state: TDState
+) -> tuple[TDState, dict[str, Array]]:
+    """One turn of every game, and one gradient step on the opponents' previous afterstates."""
+    key, k_dice = jax.random.split(state.key)
+    after = play_turns(rules, net, state.params, state.boards, state.dice)
+    target = jax.lax.stop_gradient(distribution(rules, net, state.params, after)[:, ::-1])
+    weight = state.has_previous.astype(jnp.float32)
+    loss, grads = jax.value_and_grad(functools.partial(td_loss, net))(
+        state.params, state.previous, target, weight
+    )
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    over = jax.vmap(rules.result)(after)[0]
+    B = after.shape[0]
+    boards = jnp.where(
+        over.reshape((-1,) + (1,) * (after.ndim - 1)), rules.start, jax.vmap(rules.flip)(after)
+    )
+    new = TDState(
+        params=params,
+        opt_state=opt_state,
+        boards=boards.astype(state.boards.dtype),
+        dice=jax.vmap(rules.roll)(jax.random.split(k_dice, B)),
+        previous=jax.vmap(rules.features)(after),
+        has_previous=~over,
+        key=key,
+    )
+    return new, {"loss": loss, "games": over.sum()}
+
+
+def train_steps(
+    rules: TDRules,
+    net: ValueNet,
+    optimizer: optax.GradientTransformation,
+    state: TDState,
+    steps: int,
+) -> tuple[TDState, dict[str, Array]]:
+    """`steps` of `td_step` in one `lax.scan`."""
+
+    def body(s: TDState, _: Any) -> tuple[TDState, dict[str, Array]]:
+        return td_step(rules, net, optimizer, s)
+
+    return jax.lax.scan(body, state, None, length=steps)
+
+
+def make_td(config: TDConfig) -> TD:
+    """The TD learner of `config` (its game's `TDRules`, network and optimiser)."""
+    spec = game_spec(config.env)
+    assert spec is not None and spec.afterstates is not None  # (TDConfig.validate says so)
+    rules = spec.afterstates()
+    net = ValueNet(hidden=tuple(config.hidden), num_results=len(rules.results))
+    optimizer = optax.adam(config.learning_rate)
+    return TD(
+        config=config,
+        rules=rules,
+        net=net,
+        optimizer=optimizer,
+        init=functools.partial(init_state, rules, net, optimizer, config.num_games),
+        train=jax.jit(functools.partial(train_steps, rules, net, optimizer), static_argnums=1),
+        distribution=functools.partial(distribution, rules, net),
+        equity=functools.partial(equity, rules, net),
+    )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TDPolicy:
+    """`policy_fn(params, states [B], key) -> AgentOutput` of a TD value network: in each state
+    of the game's `Env` the first action of its play of highest equity (`TDRules.state_plays`),
+    the `Env`'s no-move action where none is valid; `value` that equity. Hashed by identity."""
+
+    td: TD
+    num_actions: int
+
+    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+        del key
+        rules = self.td.rules
+
+        def one(state: Any) -> tuple[Array, Array]:
+            plays = rules.state_plays(state)
+            index, playable, value, _ = best_play(rules, self.td.net, params, plays)
+            action = jnp.where(playable, plays[1][index], rules.no_move)
+            return action.astype(jnp.int32), jnp.where(playable, value, 0.0)
+
+        action, value = jax.vmap(one)(states)
+        weights = jax.nn.one_hot(action, self.num_actions, dtype=jnp.float32)
+        return AgentOutput(action, weights, value)
+
+
+def td_agent(td: TD, env: Env, params: Params, *, name: str = "td") -> Agent:
+    """An agent playing `env` (the game `td` learns) with the value network `params`."""
+    return make_agent(TDPolicy(td, env.num_actions), params, name=name)

@@ -57,47 +57,37 @@ def load_agent(
     if num_simulations is not None:
         num_simulations = check_count("num_simulations", num_simulations, low=1)
     rd, algorithm = run_algorithm(path)
-    if algorithm == "ppo":
+    if algorithm in ("ppo", "td"):
+        given = {
+            "num_simulations": num_simulations,
+            "env": env,
+            "module": module,
+            "weights": None if weights == "playing" else weights,
+            "search": search or None,
+            # (a TD agent plays its best-rated play; it has no policy to sample)
+            "temperature": (temperature or None) if algorithm == "td" else None,
+        }
+        unused = [k for k, v in given.items() if v is not None]
+        if unused:
+            why = {
+                "ppo": "it loads its own environment and networks and does not search",
+                "td": "its network rates each play; it does not search",
+            }[algorithm]
+            verb = "is" if len(unused) == 1 else "are"
+            scope = "for AlphaZero runs" if algorithm == "ppo" else "not for TD runs"
+            raise ValueError(
+                f"{', '.join(unused)} {verb} {scope}; {str(rd.path)!r} is a "
+                f"{algorithm.upper()} run ({why})"
+            )
+        p = Path(path)
+        step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
+        if algorithm == "td":
+            from turbozero.td.load import load_agent as load_td
+
+            return load_td(rd.path, which=which, step=step)
         from turbozero.ppo.load import load_agent as load_ppo
 
-        given = {
-            "num_simulations": num_simulations,
-            "env": env,
-            "module": module,
-            "weights": None if weights == "playing" else weights,
-            "search": search or None,
-        }
-        unused = [k for k, v in given.items() if v is not None]
-        if unused:
-            raise ValueError(
-                f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} for AlphaZero "
-                f"runs; {str(rd.path)!r} is a PPO run "
-                f"(it loads its own environment and networks and does not search)"
-            )
-
-        p = Path(path)
-        step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
         return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)
-    if algorithm == "td":
-        given = {
-            "num_simulations": num_simulations,
-            "env": env,
-            "module": module,
-            "weights": None if weights == "playing" else weights,
-            "search": search or None,
-            "temperature": temperature or None,
-        }
-        unused = [k for k, v in given.items() if v is not None]
-        if unused:
-            raise ValueError(
-                f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not for TD runs; "
-                f"{str(rd.path)!r} is a TD run (its network rates each play; it does not search)"
-            )
-        from turbozero.td.load import load_agent as load_td
-
-        p = Path(path)
-        step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
-        return load_td(rd.path, which=which, step=step)
     from turbozero.alphazero.load import load_agent as load_az
 
     return load_az(

@@ -217,3 +217,11 @@ def test_a_td_run_is_played_on_the_play_page(runs):
     assert state["to_move"] == "human" and len(state["history"]) >= 1
     assert all(h["by"] == "agent" for h in state["history"])
     game.move(state["legal"][0])
+
+
+def test_a_resume_keeps_the_opponent_that_ranks_the_best_network(tmp_path):
+    run = tmp_path / "run"
+    train_td(dataclasses.replace(TINY, num_epochs=1), run, progress=False)
+    other = dataclasses.replace(TINY, num_epochs=1, eval_opponents=("random",))
+    with pytest.raises(ValueError, match="eval_opponents"):
+        train_td(other, run, resume=True, progress=False)

@@ -41,7 +41,8 @@ from turbozero.types import Array, Params, PRNGKey
 from turbozero.validate import check_count
 
 ALGORITHM = "td"
-#: settings a resumed TD run may change (where it stops, logs and how it is evaluated)
+#: settings a resumed TD run may change (where it stops, logs and how it is evaluated; not the
+#: opponents, whose first one's points rank the best network)
 RESUME_MAY_CHANGE = (
     "num_epochs",
     "max_wall_seconds",
@@ -49,7 +50,6 @@ RESUME_MAY_CHANGE = (
     "wandb_project",
     "eval_every",
     "eval_games",
-    "eval_opponents",
     "eval_accuracy",
     "eval_accuracy_positions",
     "checkpoint_every",

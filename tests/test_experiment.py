@@ -4,6 +4,7 @@ directory, exact resume, stop signals, checkpoints, metric rows, the summary) wi
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 from typing import Any
 
@@ -179,3 +180,78 @@ def test_a_resume_with_nothing_left_to_train_reports_where_the_checkpoint_left_t
     summary = _run(tmp_path / "run", resume=True)
     assert summary["epochs"] == 4 and summary["total"] == 10
     assert [r["epoch"] for r in _rows(tmp_path / "run")] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "name", [".lock", "metrics.jsonl", "summary.json.tmp", "checkpoints", "best", "plots"]
+)
+def test_a_resume_refuses_a_link_leaving_the_run_before_writing_anything(tmp_path, name):
+    """A sent run directory whose `.lock`, temporary, checkpoints or best folder links outside:
+    the resume is refused in one line and the file or folder outside is untouched."""
+    from turbozero.io.errors import RunPathError
+
+    run = tmp_path / "run"
+    _run(run, CountConfig(num_epochs=2))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "keep.txt"
+    victim.write_text("mine")
+    entry = run / name
+    if entry.is_dir():
+        import shutil
+
+        shutil.copytree(entry, outside / name)
+        shutil.rmtree(entry)
+        entry.symlink_to(outside / name, target_is_directory=True)
+    elif name in ("checkpoints", "best", "plots"):
+        entry.symlink_to(outside, target_is_directory=True)
+    else:
+        entry.unlink(missing_ok=True)
+        entry.symlink_to(victim)
+    before = sorted(str(p.relative_to(outside)) for p in outside.rglob("*"))
+    with pytest.raises(RunPathError, match="outside the run directory") as refused:
+        _run(run, CountConfig(num_epochs=4), resume=True)
+    assert str(entry) in str(refused.value) and "\n" not in str(refused.value)
+    assert victim.read_text() == "mine"
+    assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == before
+
+
+def test_a_link_inside_the_run_and_a_run_directory_that_is_a_link_are_kept(tmp_path):
+    real = tmp_path / "disk" / "run"
+    _run(real, CountConfig(num_epochs=2))
+    (real / "notes").mkdir()
+    (real / "plots" / "mine").symlink_to(real / "notes", target_is_directory=True)
+    alias = tmp_path / "alias"
+    alias.symlink_to(real, target_is_directory=True)  # (the user's own choice of --out)
+    _run(alias, CountConfig(num_epochs=4), resume=True)
+    assert [r["epoch"] for r in RunDir(real).read_metrics()] == [1, 2, 3, 4]
+
+
+def test_a_hard_linked_lock_is_refused_and_its_other_name_untouched(tmp_path):
+    from turbozero.io.errors import RunPathError
+
+    run = tmp_path / "run"
+    _run(run, CountConfig(num_epochs=2))
+    victim = tmp_path / "keep.txt"
+    victim.write_text("mine")
+    (run / ".lock").unlink(missing_ok=True)
+    os.link(victim, run / ".lock")
+    with pytest.raises(RunPathError, match="hard link"):
+        _run(run, CountConfig(num_epochs=4), resume=True)
+    assert victim.read_text() == "mine"
+
+
+def test_plot_refuses_a_plot_that_links_outside_the_run(tmp_path, capsys):
+    from turbozero.cli import main
+
+    run = tmp_path / "run"
+    _run(run, CountConfig(num_epochs=2))
+    victim = tmp_path / "keep.png"
+    victim.write_bytes(b"mine")
+    for name in ("strength.png", "returns.png"):
+        (run / "plots" / name).unlink(missing_ok=True)
+        (run / "plots" / name).symlink_to(victim)
+    assert main(["plot", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "outside the run directory" in err
+    assert victim.read_bytes() == b"mine"

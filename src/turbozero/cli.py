@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from turbozero.config import INT32_MAX, PRESETS, SEED_MAX, SEED_MIN, ConfigError, get_preset
+from turbozero.io import outside
 from turbozero.io.errors import (
     CheckpointError,
     DamagedRunError,
@@ -37,6 +38,7 @@ def _exit_at_once_on_interrupt() -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         sys.stderr.write("\ninterrupted\n")
         sys.stderr.flush()
+        outside.end_all(at_once=True)  # (the engines it started: os._exit skips atexit)
         os._exit(130)
 
     try:
@@ -60,6 +62,7 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
     """`(config, algorithm, preset)` of the run in `--out`: its own config.json with `--set`
     applied (a resumed run may change only where it stops; `train` refuses the rest)."""
     from turbozero.alphazero.config import AlphaZeroConfig
+    from turbozero.arena.opponents import check_run_opponents
     from turbozero.io.rundir import RunDir
     from turbozero.loading import run_algorithm
     from turbozero.ppo.config import PPOConfig
@@ -69,6 +72,8 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
         raise FileNotFoundError(f"{args.out!r} is not a run directory (no config.json) to resume")
     rd, algorithm = run_algorithm(args.out)
     saved = rd.read_config(algorithm)
+    # (the opponents a resumed run plays are the run's: a command among them is its code)
+    check_run_opponents(args.out, saved["config"].get("eval_opponents"), trust=args.trust_run)
     classes: dict[str, Any] = {"alphazero": AlphaZeroConfig, "ppo": PPOConfig, "td": TDConfig}
     preset = saved.get("preset")
     if args.preset and preset and args.preset != preset:
@@ -769,6 +774,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from turbozero.io.rundir import find_run_dir
 
     rd = find_run_dir(args.run_dir)  # a checkpoint path names its run, as for eval and play
+    rd.check_writes_stay_inside()  # (the plots are written inside the run, never through links)
     rows = rd.read_metrics()
     if not rows:
         why = "is empty" if rd.metrics_path.exists() else "does not exist"
@@ -1034,9 +1040,20 @@ def _run_command(args: argparse.Namespace) -> int:
         # a user reads the message, not the traceback (TURBOZERO_DEBUG=1 shows it).
         if os.environ.get("TURBOZERO_DEBUG"):
             raise
-        print(f"error: {err}", file=sys.stderr)
-        print("(set TURBOZERO_DEBUG=1 to see where it was raised)", file=sys.stderr)
+        print(f"error: {err} (TURBOZERO_DEBUG=1 shows where it was raised)", file=sys.stderr)
         return 2
+    except Exception as err:
+        # an engine's failure (or a Ctrl-C while one thinks), raised as is or inside a
+        # compiled match, which wraps it in tracebacks: one line naming the engine
+        failure = outside.failure_behind(err)
+        if failure is None:
+            raise
+        if isinstance(failure, KeyboardInterrupt):
+            kept = _interrupted_training(args.out) if args.command == "train" else ""
+            print(f"\ninterrupted{kept}", file=sys.stderr)
+            return 130
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -237,3 +237,15 @@ def test_a_run_directory_naming_a_command_runs_nothing_trusted_or_not(nim_run, t
     assert main(["eval", str(run), "--games", "2", "--trust-run"]) == 2  # not a dataclass
     assert "is not a dataclass" in capsys.readouterr().err
     assert not touched.exists()
+
+
+def test_a_run_whose_evaluation_search_would_not_fit_is_refused_by_eval(nim_run, tmp_path, capsys):
+    """The probe's run: config.json's eval_simulations raised past what the machine holds."""
+    run = tmp_path / "sent"
+    shutil.copytree(nim_run, run)
+    saved = json.loads((run / "config.json").read_text())
+    saved["config"]["eval_simulations"] = 4_000_000
+    (run / "config.json").write_text(json.dumps(saved))
+    assert main(["eval", str(run), "--games", "20000", "--trust-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "GiB, more than this machine's" in err[-1] and "eval_simulations" in err[-1]

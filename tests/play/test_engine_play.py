@@ -4,6 +4,8 @@ GAME`): the human plays it as they would a trained run."""
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,20 @@ def test_play_with_an_engine_is_refused_in_one_line_where_it_cannot_be(argv, mes
     assert main([*argv, "--no-browser"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_the_page_answers_an_engine_failure_with_its_one_line_and_keeps_serving():
+    """A Go engine that answers a move with garbage: the page gets 502 and the engine's one
+    line, not a 500 with JAX's tracebacks, and the human's move is taken back."""
+    from tests.play.test_server import request, running
+
+    fake = Path(__file__).parents[1] / "engines" / "fake_gtp.py"
+    spec = f"gtp:{sys.executable} {fake} --garbage --after 1"  # (compiling costs one move)
+    game = Game(engine_side("go_9x9", spec), human_first=True)
+    with running(game) as url:
+        status, body = request(url, "/api/move", {"action": 40})
+        assert status == 502, body
+        assert body["error"].startswith(f"GTP engine {spec!r} answered 'genmove w' with 'Seg")
+        assert "\n" not in body["error"] and "Traceback" not in body["error"]
+        status, state = request(url, "/api/state")
+        assert status == 200 and state["history"] == [] and state["to_move"] == "human"

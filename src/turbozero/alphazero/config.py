@@ -381,8 +381,12 @@ class AlphaZeroConfig(Config):
         check_range("checkpoint_every", self.checkpoint_every, low=1)
         if self.keep_checkpoints is not None:
             check_range("keep_checkpoints", self.keep_checkpoints, low=1)
-        from turbozero.arena.opponents import parse_opponent
+        from turbozero.arena.opponents import check_distinct, parse_opponent
 
+        try:
+            check_distinct(self.eval_opponents, "eval_opponents")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         for opp in self.eval_opponents:
             # ("best": the best network so far; "network": the current one without search)
             if opp not in ("best", "network"):

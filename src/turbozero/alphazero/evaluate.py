@@ -32,6 +32,7 @@ from turbozero.arena import (
     network_agent,
     play_match,
 )
+from turbozero.arena.match import match_memory_bytes
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page
 from turbozero.envs.core import Env
@@ -122,6 +123,16 @@ class Evaluator:
 
     def agent(self, params: Params, name: str) -> Agent:
         return self._agent.replace(params=params, name=name)
+
+    def memory_bytes(self) -> int:
+        """Bytes the largest match of an evaluation works in (`match_memory_bytes`): the
+        network against each opponent, or against a network (`best`, the Elo pool)."""
+        cfg = self.az.config
+        others = [*self.opponents.values(), self._agent]
+        return max(
+            match_memory_bytes(self.az.env, [self._agent, other], cfg.eval_games)
+            for other in others
+        )
 
     def _match(
         self, a: Agent, b: Agent | None, key: PRNGKey, games: int, *, networks: bool = False

@@ -35,12 +35,13 @@ import importlib
 import importlib.util
 import inspect
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from turbozero.io.errors import NotRebuildableError, UntrustedRunError
+from turbozero.io.errors import TRUST_HOW, NotRebuildableError, UntrustedRunError
 
 PART_NAMES = ("env", "module", "selector", "optimizer", "loss_fn", "augment_fns")
 
@@ -63,15 +64,40 @@ BUILTIN_MODULES = (
     "turbozero.alphazero.augment",
 )
 
-TRUST_HOW = "pass --trust-run (Python: load_agent(..., trust=True)) if you trust who made it"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+#: `"pkg.mod:attr"` spelled with dotted Python names only: no path, no `..`, no `.py`
+_DOTTED_SPEC = re.compile(rf"({_NAME}(?:\.{_NAME})*):({_NAME}(?:\.{_NAME})*)")
+
+
+def _of_builtin_module(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in BUILTIN_MODULES)
 
 
 def is_builtin(spec: Any) -> bool:
-    """`spec` (`"pkg.mod:attr"`) names an object of one of `BUILTIN_MODULES`."""
-    if not isinstance(spec, str) or ":" not in spec:
+    """`spec` (`"pkg.mod:attr"`) names a function or class defined in one of
+    `BUILTIN_MODULES`.
+
+    Decided by what the spec resolves to, not by its spelling: it must be dotted Python names
+    (a path, `..` or a file is never built in), its module one of `BUILTIN_MODULES` (importing
+    those runs nothing of the run's), and the object found there must be defined there under
+    that name (`turbozero.nets:os.system` reaches `os.system` through an import of the module:
+    not built in).
+    """
+    if not isinstance(spec, str):
         return False
-    module = spec.rpartition(":")[0]
-    return any(module == m or module.startswith(m + ".") for m in BUILTIN_MODULES)
+    match = _DOTTED_SPEC.fullmatch(spec)
+    if match is None or not _of_builtin_module(match.group(1)):
+        return False
+    try:
+        obj = resolve(spec)
+    except ValueError:
+        return False
+    owner = getattr(obj, "__module__", None)
+    return (
+        isinstance(owner, str)
+        and _of_builtin_module(owner)
+        and getattr(obj, "__qualname__", None) == match.group(2)
+    )
 
 
 def _nested_classes(x: Any) -> list[str]:

@@ -679,6 +679,13 @@ def train(
             copies * pytree_bytes(state_shape) + reanalysis_tree_bytes(config, az), what
         )
     algorithm = _AlphaZeroRun(config, az, sharder, state_shape, parts or {}, recipes)
+    if check_memory:  # (an evaluation's matches are played beside the training state)
+        check_fits_in_memory(
+            pytree_bytes(state_shape) + algorithm.evaluator.memory_bytes(),
+            "the training state and an evaluation's match (its searches' trees)",
+            lower="lower eval_games or eval_simulations (or pass --skip-memory-check to try "
+            "anyway)",
+        )
     return run_experiment(
         algorithm,
         RunDir(run_dir or default_run_dir(preset)),

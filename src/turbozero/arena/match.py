@@ -46,7 +46,9 @@ import numpy as np
 
 from turbozero.arena.agents import Agent, PolicyFn, runs_search
 from turbozero.envs.core import Env
+from turbozero.io.resources import check_fits_in_memory
 from turbozero.search import compiler_options
+from turbozero.struct import pytree_bytes
 from turbozero.types import Array, Params, PRNGKey, StepMetadata
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -317,6 +319,42 @@ def _match_program(
     return jax.jit(run, compiler_options=compiler_options() if searches else None)
 
 
+#: copies of the games' states a match works with at once (the carry, the moves' new states,
+#: the selection between them and the agents' inputs)
+STATE_COPIES = 4
+
+
+def match_memory_bytes(env: Env, agents: list[Agent], num_games: int) -> int:
+    """Bytes a match of `num_games` games works in, from shapes alone: the games' states and
+    what each agent's policy works in per call (its `memory_bytes(states)` where it has one: a
+    search's trees, a TD agent's listed plays)."""
+    one = jax.eval_shape(env.init, jax.ShapeDtypeStruct((2,), jnp.uint32))
+    states = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct((num_games, *x.shape), x.dtype), one[0]
+    )
+    total = STATE_COPIES * num_games * pytree_bytes(one)
+    for agent in agents:
+        memory_bytes = getattr(agent.policy_fn, "memory_bytes", None)
+        if memory_bytes is not None:
+            total += int(memory_bytes(states))
+    return total
+
+
+def check_match_fits(env: Env, agents: list[Agent], num_games: int, what: str = "") -> None:
+    """Refuse a match whose arrays would not fit in this machine's memory, before it compiles.
+
+    Raises:
+        TooLargeError: with the estimate and the settings to lower.
+    """
+    names = " against ".join(a.name for a in agents)
+    check_fits_in_memory(
+        match_memory_bytes(env, agents, num_games),
+        what or f"a match of {num_games:,} games ({names})",
+        lower="play fewer games at once (--games, eval_games) or search less (--simulations, "
+        "eval_simulations, search.max_nodes, mcts:N)",
+    )
+
+
 def play_match(
     env: Env,
     agent_a: Agent,
@@ -344,6 +382,7 @@ def play_match(
 
     Raises:
         ValueError: for an out-of-range argument, or a missing `agent_b` in a two-player game.
+        TooLargeError: the match would not fit in this machine's memory (`check_match_fits`).
 
     Example:
         ```python
@@ -378,6 +417,7 @@ def play_match(
     if jax.dtypes.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
 
+    check_match_fits(env, [a for a in (agent_a, agent_b) if a is not None], num_games)
     program = _match_program(
         env,
         agent_a.policy_fn,

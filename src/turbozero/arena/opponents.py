@@ -8,11 +8,13 @@ how it is built, the game's file says (`GameSpec.engines`)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from turbozero.arena.agents import Agent, random_agent
 from turbozero.arena.perfect import perfect_agent
 from turbozero.envs.core import Env
 from turbozero.games.core import all_games, game_spec
+from turbozero.io.errors import TRUST_HOW, UntrustedRunError
 from turbozero.validate import is_digits
 
 #: the largest rollout-MCTS simulation count (its tree holds N + 1 nodes)
@@ -39,6 +41,12 @@ class Opponent:
     ply: int = 0
     level: int = 0
     command: str = ""
+
+    @property
+    def starts_command(self) -> bool:
+        """Whether playing it starts a command its name gives (`gtp:COMMAND`): code that a run
+        directory naming it names. `gnugo:LEVEL` starts GNU Go with our own arguments."""
+        return self.kind == "gtp"
 
     def games(self) -> tuple[str, ...]:
         """The games an engine plays (their files list it), or () for any game."""
@@ -77,6 +85,40 @@ def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
         if is_digits(n) and 1 <= int(n) <= MAX_MCTS_SIMULATIONS:
             return Opponent("mcts", int(n))
     raise ValueError(f"{what} {name!r} is not one of: {HELP}")
+
+
+def check_distinct(names: tuple[str, ...], what: str) -> None:
+    """Refuse an opponent named twice in `names` (its games would be played twice over).
+
+    Raises:
+        ValueError: naming `what` and the repeated opponent.
+    """
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{what} names {name!r} twice: list each opponent once")
+        seen.add(name)
+
+
+def check_run_opponents(run: str, names: Any, *, trust: bool) -> None:
+    """Refuse the opponents a run directory's `config.json` lists when one starts a command
+    (`gtp:COMMAND`), unless `trust`: a run directory is data, and such a name is code it runs.
+
+    Raises:
+        UntrustedRunError: naming the opponent and how to allow it.
+    """
+    if trust or not isinstance(names, list | tuple):
+        return
+    for name in names:
+        try:
+            starts = parse_opponent(name).starts_command
+        except ValueError:
+            continue  # (the config's own check names it)
+        if starts:
+            raise UntrustedRunError(
+                f"{run}'s config.json lists the opponent {name!r}, a command to start; a run "
+                f"directory is opened as data, running none of it: {TRUST_HOW}"
+            )
 
 
 def make_opponent(env: Env, name: str) -> Agent:

@@ -9,6 +9,7 @@ from turbozero.arena.agents import Agent, AgentOutput, make_agent
 from turbozero.envs.core import Env
 from turbozero.search import Search, Selector, make_search, puct
 from turbozero.search.search import MAX_NODES
+from turbozero.struct import pytree_bytes
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 from turbozero.validate import check_count, check_number
 
@@ -24,6 +25,11 @@ class SearchPolicy:
     def __init__(self, search: Search, temperature: float):
         self.search = search
         self.temperature = temperature
+
+    def memory_bytes(self, states: PyTree) -> int:
+        """Bytes of the trees one call searches for `states` `[B]` (shapes suffice)."""
+        B = jax.tree_util.tree_leaves(states)[0].shape[0]
+        return pytree_bytes(jax.eval_shape(lambda: self.search.init(B)))
 
     def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
         B = jax.tree_util.tree_leaves(states)[0].shape[0]

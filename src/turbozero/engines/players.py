@@ -10,7 +10,6 @@ host through `jax.pure_callback`, as the Connect Four solver is reached.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import shlex
 import threading
@@ -188,16 +187,16 @@ _GO_ENGINES: dict[tuple[str, int], Any] = {}
 
 def go_engine(spec: str, size: int) -> Any:
     """The process's GTP engine for `spec` (`gnugo:LEVEL` or `gtp:COMMAND`) on a `size` board,
-    started once (a FileNotFoundError in one line if its program is missing)."""
+    made once (a FileNotFoundError in one line if its program is missing); its process starts
+    at its first move and ends with the process (`turbozero.io.outside.end_all`)."""
     from turbozero.engines.gtp import GTPEngine, gnugo_command
 
-    if (spec, size) not in _GO_ENGINES:
+    engine = _GO_ENGINES.get((spec, size))
+    if engine is None or engine.closed:
         kind, _, rest = spec.partition(":")
         command = gnugo_command(int(rest)) if kind == "gnugo" else shlex.split(rest)
-        engine = GTPEngine(command, size)
-        atexit.register(engine.close)  # (the subprocess ends with the process)
-        _GO_ENGINES[(spec, size)] = engine
-    return _GO_ENGINES[(spec, size)]
+        engine = _GO_ENGINES[(spec, size)] = GTPEngine(command, size, name=spec)
+    return engine
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +207,12 @@ class GoEnginePolicy:
     env: Env
     spec: str
     size: int
+
+    @property
+    def needs_main_thread(self) -> bool:
+        """True: its match runs on a helper thread, the main thread waiting in Python, where a
+        Ctrl-C reaches it while the engine thinks (waiting inside XLA, it would not)."""
+        return True
 
     def moves(self, boards: np.ndarray, steps: np.ndarray, legal: np.ndarray, done: np.ndarray):
         engine = go_engine(self.spec, self.size)

@@ -402,8 +402,8 @@ class Checkpointer:
         )
 
     def _set_aside(self, steps: list[int]) -> Path | None:
-        """Move `steps` to `DIRECTORY.unreadable/`, beside the folder they are in (a
-        `checkpoints` that links to another disk keeps them on that disk)."""
+        """Move `steps` to `DIRECTORY.unreadable/`, beside the folder they are in (inside the
+        run directory: `RunDir.check_writes_stay_inside` refuses a link leaving it)."""
         if not steps:
             return None
         real = self.directory.resolve()

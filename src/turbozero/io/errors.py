@@ -44,5 +44,14 @@ class NotRebuildableError(ValueError):
 
 
 class UntrustedRunError(ValueError):
-    """A run directory whose `config.json` names code to import, opened without the user's word
-    that it may be (`--trust-run`, `trust=True`)."""
+    """A run directory whose `config.json` names code to import or a command to start, opened
+    without the user's word that it may be (`--trust-run`, `trust=True`)."""
+
+
+#: how to open a run that names code, said by every refusal of one
+TRUST_HOW = "pass --trust-run (Python: load_agent(..., trust=True)) if you trust who made it"
+
+
+class EngineError(RuntimeError):
+    """An engine outside turbozero failed (its process exited, did not answer in time, or
+    answered what its protocol does not allow); the message names it in one line."""

@@ -26,8 +26,18 @@ def machine_memory_bytes() -> int | None:
     return min(sizes) if sizes else None
 
 
-def check_fits_in_memory(estimate: int, what: str, *, memory: int | None = None) -> None:
-    """Refuse `estimate` bytes of `what` when they exceed the machine's memory.
+#: what AlphaZero's refusal says to lower (its default, kept for callers of before)
+LOWER_ALPHAZERO = (
+    "lower num_games, memory_capacity or search.max_nodes (or pass --skip-memory-check to try "
+    "anyway)"
+)
+
+
+def check_fits_in_memory(
+    estimate: int, what: str, *, lower: str = LOWER_ALPHAZERO, memory: int | None = None
+) -> None:
+    """Refuse `estimate` bytes of `what` when they exceed the machine's memory; `lower` says
+    which settings to lower (and any way to go on anyway).
 
     On an accelerator the arrays live in its memory, which this does not know: only CPU runs
     are checked (where the arrays are in the machine's memory; emulated devices share it).
@@ -46,6 +56,5 @@ def check_fits_in_memory(estimate: int, what: str, *, memory: int | None = None)
     if total > memory:
         raise TooLargeError(
             f"{what} would take about {total / 2**30:,.1f} GiB, more than this machine's "
-            f"{memory / 2**30:,.1f} GiB of memory: lower num_games, memory_capacity or "
-            f"search.max_nodes (or pass --skip-memory-check to try anyway)"
+            f"{memory / 2**30:,.1f} GiB of memory: {lower}"
         )

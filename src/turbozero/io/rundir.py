@@ -29,6 +29,11 @@ from turbozero.validate import is_digits
 #: the algorithms whose runs this layout holds (`config.json`'s "algorithm")
 ALGORITHMS = ("alphazero", "ppo", "td")
 
+#: files a run writes in place (appended to, or truncated and rewritten) rather than replaces
+IN_PLACE = (".lock", "metrics.jsonl")
+#: open flag refusing to write through a link (0 where the system has none)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 #: `flock` errors of filesystems that have no locks (not of a lock held elsewhere)
 UNLOCKABLE = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
 
@@ -149,9 +154,44 @@ class RunDir:
             )
         if resume and not self.is_run():
             raise FileNotFoundError(f"{str(self.path)!r} is not a run directory (no config.json)")
+        self.check_writes_stay_inside()
         for p in (self.path, self.checkpoints, self.plots, self.games):
             p.mkdir(parents=True, exist_ok=True)
         return self
+
+    def check_writes_stay_inside(self) -> None:
+        """Refuse a run directory where a write could land outside it: a link anywhere inside
+        (`.lock`, a `*.tmp`, `checkpoints/`, `best/`, `plots/strength.png`, ...) whose target is
+        not inside the run directory, or a file written in place (`.lock`, `metrics.jsonl`)
+        that is a hard link (another name of a file that may live anywhere). Called before a
+        run writes anything (`create`, `turbozero plot`): a run directory may come from anyone.
+
+        Raises:
+            RunPathError: naming the first such entry and where it leads, in one line.
+        """
+        if not self.path.is_dir():
+            return
+        root = self.path.resolve()
+        for folder, dirs, files in os.walk(self.path):  # (links to folders are not entered)
+            for name in sorted(dirs) + sorted(files):
+                entry = Path(folder) / name
+                if entry.is_symlink():
+                    target = entry.resolve()
+                    if target != root and root not in target.parents:
+                        raise RunPathError(
+                            f"{entry} is a link to {target}, outside the run directory: a run "
+                            f"writes only inside itself, so it is refused before anything is "
+                            f"written; replace the link with a real {_kind(entry)} (or copy the "
+                            f"run elsewhere and open the copy)"
+                        )
+        for name in IN_PLACE:
+            entry = self.path / name
+            if entry.is_file() and not entry.is_symlink() and entry.stat().st_nlink > 1:
+                raise RunPathError(
+                    f"{entry} is a hard link ({entry.stat().st_nlink} names for one file), "
+                    f"which a run would write through to its other names: replace it with a "
+                    f"copy (cp {name} {name}.copy && mv {name}.copy {name})"
+                )
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -166,7 +206,8 @@ class RunDir:
             yield
             return
         path = self.path / ".lock"
-        f = path.open("a+")
+        # (never through a link: `check_writes_stay_inside` refuses one, and this holds anyway)
+        f = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644), "a+")
         try:
             if self._take(f):
                 f.seek(0)
@@ -252,7 +293,8 @@ class RunDir:
         for k in ("epoch", "env_steps", "wall_seconds"):
             if k not in row:
                 raise KeyError(f"metrics row needs {k!r}")
-        with self.metrics_path.open("a") as f:
+        fd = os.open(self.metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o644)
+        with os.fdopen(fd, "a") as f:
             f.write(json.dumps(_jsonable(row)) + "\n")
             f.flush()
             os.fsync(f.fileno())  # before the epoch's checkpoint, so no saved epoch lacks a row
@@ -278,12 +320,19 @@ class RunDir:
         _replace_durably(self.metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _kind(entry: Path) -> str:
+    return "folder" if entry.is_dir() else "file"
+
+
 def _replace_durably(target: Path, text: str) -> None:
     """Replace `target` with `text` atomically, synced to disk: written to a temporary file,
     synced, renamed over `target`, and the directory synced, so that a power loss leaves the old
     or the new file whole, never an empty one."""
     tmp = target.with_name(target.name + ".tmp")
-    with tmp.open("w") as f:
+    if tmp.is_symlink():  # (removing a link touches nothing it points at)
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

@@ -6,7 +6,8 @@ Every move the browser sends is checked by the `Game` against the legal mask of 
 JSON API (every answer is the game's snapshot, see `Game.snapshot`; errors are
 ``{"error": "..."}`` with status 400, 404 for an unknown path, 405 for a GET of a POST route,
 403 for a foreign Host or a POST from a page of another origin (browsers name it; a website the
-user visits must not play here), or 500 when the agent fails):
+user visits must not play here), 502 when the agent's engine fails (the error names it), or
+500 when the agent fails otherwise):
 
     GET  /api/state                      the game now
     POST /api/move  {"action": int}      the human's move, then the agent's reply
@@ -41,6 +42,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from turbozero.io import outside
 from turbozero.play.session import Game, IllegalMoveError, engine_side
 from turbozero.validate import is_digits
 
@@ -134,14 +136,23 @@ def _json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> R
 
 
 async def _answer(work: Callable[[], dict[str, Any]]) -> Response:
-    """`work()`'s snapshot, run in a worker thread; a refused move is 400, any other error 500
-    (the server keeps serving and says what went wrong)."""
+    """`work()`'s snapshot, run in a worker thread; a refused move is 400, an engine's failure
+    502 (its one line), any other error 500 (the server keeps serving and says what went
+    wrong)."""
     try:
         return _json(200, await run_in_threadpool(work))
     except IllegalMoveError as err:
         return _json(400, {"error": str(err)})
     except Exception as err:
+        failure = outside.failure_behind(err)
+        if isinstance(failure, Exception):
+            return _json(502, {"error": str(failure)})
         return _json(500, {"error": repr(err)})
+
+
+def _end_engines_at_once() -> None:
+    """End the engines' processes now (`turbozero.io.outside.end_all`)."""
+    outside.end_all(at_once=True)
 
 
 async def _post(
@@ -506,8 +517,16 @@ def serve(
         loaded = turbozero.load_agent(str(path), num_simulations, which=which, trust=trust)
     start = time.perf_counter()
     print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
-    game = Game(loaded, human_first=human_first)  # refuses games it cannot serve
-    game.warm_up()
+
+    def ready() -> Game:
+        game = Game(loaded, human_first=human_first)  # refuses games it cannot serve
+        game.warm_up()
+        return game
+
+    # (an engine's first moves run off the main thread, which a Ctrl-C then reaches at once)
+    game = (
+        ready() if engine is None else serve_main_thread(ready, on_interrupt=_end_engines_at_once)
+    )
     seconds = time.perf_counter() - start
     server = make_server(game, port=port)
     url = url_of(server)
@@ -523,6 +542,7 @@ def serve(
             serve_main_thread(server.serve_forever)
     except KeyboardInterrupt:
         if engine is not None:
+            _end_engines_at_once()  # (a move under way ends with its engine: none waits)
             server.shutdown()
     finally:
         server.server_close()

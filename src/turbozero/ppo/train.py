@@ -354,7 +354,11 @@ def train_ppo(
     check_logging_extras(config)
     # (a lower bound: the rollouts come on top, so a refused run could never fit)
     state_bytes = pytree_bytes(abstract_checkpoint(ppo))
-    check_fits_in_memory(state_bytes, "the PPO state (environments, networks, optimizer)")
+    check_fits_in_memory(
+        state_bytes,
+        "the PPO state (environments, networks, optimizer)",
+        lower="lower num_seeds, num_envs or the network's hidden sizes",
+    )
     return run_experiment(
         _PPORun(config, ppo),
         RunDir(run_dir or default_run_dir(preset)),

@@ -86,8 +86,12 @@ class TDConfig(Config):
         check_range("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
         if not self.eval_opponents:
             raise ConfigError("eval_opponents must name at least one opponent (the first ranks)")
-        from turbozero.arena.opponents import parse_opponent
+        from turbozero.arena.opponents import check_distinct, parse_opponent
 
+        try:
+            check_distinct(self.eval_opponents, "eval_opponents")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         for opp in self.eval_opponents:
             try:
                 parsed = parse_opponent(opp, what="eval_opponents entry")

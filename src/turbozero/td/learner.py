@@ -27,6 +27,7 @@ import optax
 from turbozero.arena.agents import Agent, AgentOutput, make_agent
 from turbozero.envs.core import Env
 from turbozero.games import game_spec
+from turbozero.struct import pytree_bytes
 from turbozero.td.config import TDConfig
 from turbozero.td.rules import TDRules
 from turbozero.types import Array, Params, PRNGKey, PyTree
@@ -246,6 +247,12 @@ class TDPolicy:
     td: TD
     num_actions: int
 
+    def memory_bytes(self, states: PyTree) -> int:
+        """Bytes one call works in for `states` `[B]` (shapes suffice): every state's plays
+        listed and rated."""
+        plays = jax.eval_shape(jax.vmap(self.td.rules.state_plays), states)
+        return pytree_bytes(plays) + rating_bytes(self.td, plays[1].size)
+
     def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
         del key
         rules = self.td.rules
@@ -259,6 +266,24 @@ class TDPolicy:
         action, value = jax.vmap(one)(states)
         weights = jax.nn.one_hot(action, self.num_actions, dtype=jnp.float32)
         return AgentOutput(action, weights, value)
+
+
+def rating_bytes(td: TD, afterstates: int) -> int:
+    """Bytes the value network works in to rate `afterstates` afterstates at once: their
+    features, every layer's activations and the result logits (float32)."""
+    width = td.rules.num_features + sum(int(h) for h in td.config.hidden) + len(td.rules.results)
+    return 4 * afterstates * width
+
+
+def training_bytes(td: TD) -> int:
+    """Bytes one training step works in beside the state (shapes only): every game's turn
+    listed and rated, twice over for a roll played twice, and the gradient's activations."""
+    rules = td.rules
+    dice = jax.eval_shape(rules.roll, jax.random.PRNGKey(0))
+    plays = jax.eval_shape(rules.plays, rules.start, jnp.zeros(dice.shape, dice.dtype))
+    per_game = pytree_bytes(plays) + rating_bytes(td, plays[1].shape[0])
+    B = td.config.num_games
+    return 2 * B * per_game + 3 * rating_bytes(td, B)
 
 
 def td_agent(td: TD, env: Env, params: Params, *, name: str = "td") -> Agent:

@@ -26,17 +26,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import Agent
-from turbozero.arena.match import play_match, points_interval
+from turbozero.arena.match import match_memory_bytes, play_match, points_interval
 from turbozero.arena.opponents import make_opponent
 from turbozero.config import get_preset
 from turbozero.envs.core import Env
 from turbozero.games import game_spec
 from turbozero.io.experiment import Run, run_experiment, stamped_run_dir
 from turbozero.io.logger import check_logging_extras
+from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
 from turbozero.runtime import configure_or_say_why
+from turbozero.struct import pytree_bytes
 from turbozero.td.config import TDConfig
-from turbozero.td.learner import TD, TDState, make_td, td_agent
+from turbozero.td.learner import TD, TDState, make_td, td_agent, training_bytes
 from turbozero.types import Array, Params, PRNGKey
 from turbozero.validate import check_count
 
@@ -123,6 +125,29 @@ def evaluate_params(
         assert spec is not None and spec.judge is not None
         out.update(spec.judge.measure(env, agent, positions, jax.random.fold_in(key, 1000)))
     return out
+
+
+#: what a TD run's memory refusal names, and the settings it says to lower
+MEMORY_WHAT = (
+    "the TD run (network, Adam, the games and an evaluation's or a step's work)",
+    "lower num_games, hidden or eval_games",
+)
+
+
+def memory_bytes(run: _TDRun) -> int:
+    """Bytes a TD run holds at its peak, from shapes alone: the checkpoint state twice (the
+    compiled epoch's input and output) and the larger of a training step's work and an
+    evaluation match's."""
+    state = pytree_bytes(abstract_checkpoint(run.td))
+    agents = [run.agent, *run.opponents.values()]
+    evaluation = max(
+        (
+            match_memory_bytes(run.env, [run.agent, opp], run.config.eval_games)
+            for opp in agents[1:]
+        ),
+        default=0,
+    )
+    return 2 * state + max(training_bytes(run.td), evaluation)
 
 
 #: why a resumed TD run may not change a setting
@@ -307,8 +332,11 @@ def train_td(
     td = make_td(config)
     check_logging_extras(config)
     last = config.num_epochs if num_epochs is None else min(num_epochs, config.num_epochs)
+    algorithm = _TDRun(config, td)
+    what, lower = MEMORY_WHAT
+    check_fits_in_memory(memory_bytes(algorithm), what, lower=lower)  # (before the run dir)
     return run_experiment(
-        _TDRun(config, td),
+        algorithm,
         RunDir(run_dir or stamped_run_dir(preset or ALGORITHM)),
         resume=resume,
         preset=preset,

@@ -142,7 +142,7 @@ def train_or_load(game: str, args: argparse.Namespace, out: Path) -> tuple[Any, 
     """The run's loaded agent (training it first unless `--run`), and its training figures."""
     import json
 
-    from turbozero.alphazero.train import train
+    from turbozero.alphazero.train import train_alphazero as train
     from turbozero.io.rundir import RunDir
 
     if args.run is None:

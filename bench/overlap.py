@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
-from turbozero.alphazero import train  # (also registers the presets)
+from turbozero.alphazero import train_alphazero as train  # (also registers the presets)
 from turbozero.arena import accuracy
 from turbozero.config import get_preset
 from turbozero.io.rundir import RunDir

@@ -46,7 +46,7 @@ def run_preset(
     preset: str, overrides: list[str], budget: float | None, seed: int, games: int, out: Path
 ) -> dict[str, Any]:
     """Train `preset` for at most `budget` seconds (None: its own); its returns row."""
-    from turbozero.alphazero.train import train
+    from turbozero.alphazero.train import train_alphazero as train
 
     config = get_preset(preset).make().with_overrides([*overrides, f"seed={seed}"]).resolved()
     if budget is not None:

@@ -46,7 +46,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
-from turbozero.alphazero import train
+from turbozero.alphazero import train_alphazero as train
 from turbozero.arena import play_match, rollout_mcts_agent
 from turbozero.config import get_preset
 

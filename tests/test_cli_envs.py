@@ -17,7 +17,7 @@ def test_envs_lists_pgx_games_and_the_gymnax_and_jumanji_ids_presets_use(capsys)
 def test_envs_verbose_marks_a_download_without_trying_it_and_gives_whole_reasons(
     monkeypatch, capsys
 ):
-    from turbozero import cli, envs
+    from turbozero import cli, envs, reference
 
     made = []
     reason = "jumanji:Wide-v0 has a MultiDiscreteArray action mask of another size (reward spec)"
@@ -27,10 +27,12 @@ def test_envs_verbose_marks_a_download_without_trying_it_and_gives_whole_reasons
         raise ValueError(reason)
 
     monkeypatch.setattr(envs, "GAMES", {})
-    monkeypatch.setattr(cli, "_presets_by_env", dict)
+    monkeypatch.setattr(reference, "_presets_by_env", dict)
     monkeypatch.setattr(envs, "make", make)
     monkeypatch.setattr(
-        cli, "other_environments", lambda: {"jumanji": ["jumanji:Sokoban-v0", "jumanji:Wide-v0"]}
+        reference,
+        "other_environments",
+        lambda: {"jumanji": ["jumanji:Sokoban-v0", "jumanji:Wide-v0"]},
     )
     assert cli.main(["envs", "-v"]) == 0
     out = capsys.readouterr().out

@@ -78,7 +78,7 @@ def test_shell_blocks_in_the_docs_run(code, tmp_path):
 
 
 def test_configuration_reference_is_up_to_date():
-    from turbozero.cli import config_reference
+    from turbozero.reference import config_reference
 
     assert (ROOT / "docs" / "configuration.md").read_text() == config_reference()
 

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from turbozero.algorithms import AlgorithmEntry, register_algorithm, unregister_algorithm
 from turbozero.config import Config
-from turbozero.io import rundir
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.experiment import Run, run_experiment
 from turbozero.io.rundir import RunDir
@@ -87,8 +87,21 @@ class Count:
 
 
 @pytest.fixture(autouse=True)
-def _count_is_an_algorithm(monkeypatch):
-    monkeypatch.setattr(rundir, "ALGORITHMS", (*rundir.ALGORITHMS, "count"))
+def _count_is_an_algorithm():
+    """Count registered as an algorithm (one registration), for this file's tests."""
+    register_algorithm(
+        AlgorithmEntry(
+            name="count",
+            title="Count",
+            config=f"{__name__}:CountConfig",
+            run=f"{__name__}:_run",
+            load=f"{__name__}:_run",
+            load_options=(),
+            plays="it counts",
+        )
+    )
+    yield
+    unregister_algorithm("count")
 
 
 def _run(path, config=CountConfig(), *, resume=False, last_epoch=None, during_epoch=None):
@@ -255,3 +268,12 @@ def test_plot_refuses_a_plot_that_links_outside_the_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "outside the run directory" in err
     assert victim.read_bytes() == b"mine"
+
+
+def test_a_finished_run_says_what_to_run_next(tmp_path, capsys, monkeypatch):
+    _run(tmp_path / "one")
+    out = capsys.readouterr().out
+    assert f"next: turbozero eval {tmp_path / 'one'}\n" in out and "turbozero play" not in out
+    monkeypatch.setattr(Count, "num_players", 2, raising=False)  # a two-player game's run
+    _run(tmp_path / "two")
+    assert f"or play it: turbozero play {tmp_path / 'two'}" in capsys.readouterr().out

@@ -140,7 +140,7 @@ def test_settings_no_program_reads_share_a_built_system_and_change_no_program():
 
     from tests.alphazero.test_selfplay_and_trainer import TINY
     from turbozero.alphazero import make_alphazero
-    from turbozero.alphazero.trainer import RUN_SETTINGS, _build_alphazero
+    from turbozero.alphazero.learner import RUN_SETTINGS, _build_alphazero
 
     base = TINY.resolved()
     a = _build_alphazero(base, None, None, None, None, None, None, None)

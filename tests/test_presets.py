@@ -186,7 +186,7 @@ def test_every_row_of_the_config_reference_has_its_headers_cells():
     is escaped, so Markdown does not split a row into more columns than its header has."""
     import re
 
-    from turbozero.cli import config_reference
+    from turbozero.reference import config_reference
 
     text = config_reference()
     presets, keys = text.split("## AlphaZero", 1)
@@ -273,8 +273,6 @@ def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
     assert AlphaZeroConfig().root_value_weight == 0.75 and config.ema_decay == 0.0
     assert config.search.chance_widening == 1.0
     assert "root_value" not in saved["config"]
-    assert "value_channels" not in saved["config"]["network"]
-    assert (config.network.policy_channels, config.network.value_channels) == (2, 1)
     assert config.env == "connect_four" and config.num_games == 128
     # and through the run directory reader that eval, play and --resume use
     import tempfile
@@ -462,3 +460,80 @@ def test_a_recorded_config_without_a_moved_default_reads_the_value_it_ran_with()
     assert (old.search.fpu, old.network.value_bins, old.ema_decay) == ("zero", 0, 0.0)
     new = AlphaZeroConfig.from_dict(record)
     assert (new.search.fpu, new.network.value_bins, new.ema_decay) == (None, None, 0.9995)
+
+
+BOARD_PRESETS = ("animal_shogi", "hex", "othello", "go_9x9", "go_7x7")
+
+
+def _flat(settings, prefix=""):
+    out = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def test_the_board_presets_start_from_the_one_board_recipe():
+    from turbozero.config import BASES
+
+    assert BASES["board"].algorithm == "alphazero"
+    for name in BOARD_PRESETS:
+        preset = PRESETS[name]
+        assert (preset.base, preset.algorithm, preset.factory) == ("board", "alphazero", None)
+        made = _flat(preset.make().to_dict())
+        recipe = _flat(BASES["board"].settings)
+        own = _flat(preset.settings)
+        for key, value in recipe.items():  # what the preset leaves is the recipe's
+            expected = own.get(key, value)
+            assert made[key] == (list(expected) if isinstance(expected, tuple) else expected)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_preset_holds_only_what_differs_from_its_base(name):
+    from turbozero.config import BASES
+
+    preset = PRESETS[name]
+    if preset.base is None:
+        return
+    recipe = _flat(BASES[preset.base].settings)
+    same = [k for k, v in _flat(preset.settings).items() if k in recipe and recipe[k] == v]
+    assert not same, f"{name} repeats its base {preset.base!r}: {same}"
+
+
+def test_a_section_set_by_a_preset_keeps_its_bases_other_keys():
+    network = get_preset("go_7x7").make().network
+    assert (network.kind, network.num_blocks, network.num_channels) == ("resnet", 3, 32)
+
+
+def test_the_game_files_register_presets_as_data_without_the_algorithms_configs():
+    import turbozero.games
+
+    for path in sorted(Path(turbozero.games.__file__).parent.glob("*.py")):
+        text = path.read_text()
+        for module in ("alphazero.config", "ppo.config", "td.config"):
+            assert f"turbozero.{module}" not in text, f"{path.name} imports {module}"
+    for name in ("tic_tac_toe", "connect_four", "2048", "backgammon", "ppo_cartpole"):
+        assert PRESETS[name].factory is None and PRESETS[name].settings, name
+
+
+def test_a_preset_of_ones_own_is_data_or_a_function():
+    from turbozero.alphazero.config import AlphaZeroConfig
+    from turbozero.config import PRESETS as REGISTRY
+    from turbozero.config import register_preset
+
+    try:
+        hex_again = {"env": "hex", "max_episode_steps": 122}
+        register_preset("mine", "mine", algorithm="alphazero", base="board", settings=hex_again)
+        register_preset("mine_fn", "mine", algorithm="alphazero")(lambda: AlphaZeroConfig())
+        register_preset("mine_bad", "mine", algorithm="alphazero", base="bord", settings={})
+        assert get_preset("mine").make() == get_preset("hex").make()
+        assert get_preset("mine_fn").make() == AlphaZeroConfig()
+        with pytest.raises(ConfigError, match="Did you mean 'board'"):
+            get_preset("mine_bad").make()
+        with pytest.raises(ValueError, match="registered twice"):
+            register_preset("mine", "again", algorithm="alphazero", settings={})
+    finally:
+        for name in ("mine", "mine_fn", "mine_bad"):
+            REGISTRY.pop(name, None)

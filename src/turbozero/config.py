@@ -20,6 +20,8 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from turbozero.algorithms import algorithm as _algorithm
+
 C = TypeVar("C", bound="Config")
 
 #: seeds are what `jax.random.PRNGKey` keeps: 32 bits. Larger ones would repeat smaller ones
@@ -130,6 +132,18 @@ class Config:
                 + (suggest(parts[1], aliases) if len(parts) > 1 else "")
             )
         return [aliases[parts[1]]]
+
+    @classmethod
+    def removed(cls) -> list[str]:
+        """The removed settings (`REMOVED`) as config.json names them, nested sections' dotted
+        (`network.gravity_features`)."""
+        hints = typing.get_type_hints(cls)
+        names = list(cls.REMOVED)
+        for f in dataclasses.fields(cls):
+            section = _config_class(hints[f.name])
+            if section is not None:
+                names += [f"{f.name}.{name}" for name in section.removed()]
+        return names
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -501,31 +515,141 @@ def reference_markdown(cls: type[Config], *, title: str, prefix: str = "") -> st
 
 
 @dataclasses.dataclass(frozen=True)
+class Base:
+    """A shared recipe that presets start from (`register_base`): settings as `Preset.settings`."""
+
+    name: str
+    algorithm: str
+    settings: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
 class Preset:
-    """A named, described configuration."""
+    """A named, described configuration, as data: its algorithm's config class built from its
+    base recipe's settings overlaid with its own (`make`).
+
+    Attributes:
+        name: what `turbozero train NAME` and `get_preset` take.
+        description: one line for `turbozero train --list` and docs/configuration.md.
+        algorithm: the name of its algorithm (`turbozero.algorithms`), whose config it makes.
+        settings: its own settings, as config.json holds them (a section as a nested dict,
+            `{"network": {"num_blocks": 3}}`): only what differs from its base.
+        base: the name of the registered `Base` it starts from, or None (the class defaults).
+        quick: `KEY=VALUE` overrides (as `--set` takes them) of a run that shows learning in a
+            couple of minutes on 2 CPU cores (`turbozero train PRESET --quick`); () where the
+            preset is quick.
+        factory: a zero-argument function that builds the config instead (a preset registered
+            with `register_preset` as a decorator, in users' code); None for data.
+    """
 
     name: str
     description: str
     algorithm: str
-    make: Callable[[], Config]
-    #: `KEY=VALUE` overrides (as `--set` takes them) of a run that shows learning in a couple of
-    #: minutes on 2 CPU cores (`turbozero train PRESET --quick`); () where the preset is quick
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    base: str | None = None
     quick: tuple[str, ...] = ()
+    factory: Callable[[], Config] | None = None
+
+    def make(self) -> Config:
+        """The config: the algorithm's config class from the merged settings, validated."""
+        if self.factory is not None:
+            return self.factory()
+        # (importing the config class registers the bases kept beside it)
+        config_class: type[Config] = _algorithm(self.algorithm).config_class()
+        settings = self.settings
+        if self.base is not None:
+            base = BASES.get(self.base)
+            if base is None:
+                raise ConfigError(
+                    f"preset {self.name!r} starts from base {self.base!r}, which is not "
+                    f"registered; registered: {sorted(BASES)}." + suggest(self.base, BASES)
+                )
+            if base.algorithm != self.algorithm:
+                raise ConfigError(
+                    f"preset {self.name!r} is for {self.algorithm!r} but its base "
+                    f"{self.base!r} is for {base.algorithm!r}"
+                )
+            settings = merge_settings(base.settings, self.settings)
+        try:
+            return config_class.from_dict(settings)
+        except ConfigError as err:
+            raise ConfigError(f"preset {self.name!r}: {err}") from None
+
+
+def merge_settings(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` overlaid with `over`: a section (nested dict) in both is merged key by key."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_settings(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 PRESETS: dict[str, Preset] = {}
+#: the shared recipes presets start from, by name; each is registered beside its algorithm's
+#: config class, which `Preset.make` imports first
+BASES: dict[str, Base] = {}
+
+
+def register_base(name: str, *, algorithm: str, settings: Mapping[str, Any]) -> Base:
+    """Register the shared recipe `name` of `algorithm` (settings as `Preset.settings`)."""
+    if name in BASES:
+        raise ValueError(f"base {name!r} is registered twice")
+    BASES[name] = Base(name, algorithm, copy.deepcopy(dict(settings)))
+    return BASES[name]
+
+
+@typing.overload
+def register_preset(
+    name: str,
+    description: str,
+    *,
+    algorithm: str,
+    settings: Mapping[str, Any],
+    base: str | None = None,
+    quick: Sequence[str] = (),
+) -> Preset: ...
+
+
+@typing.overload
+def register_preset(
+    name: str, description: str, *, algorithm: str, quick: Sequence[str] = ()
+) -> Callable[[Callable[[], Config]], Callable[[], Config]]: ...
 
 
 def register_preset(
-    name: str, description: str, *, algorithm: str, quick: tuple[str, ...] = ()
-) -> Callable[[Callable[[], Config]], Callable[[], Config]]:
-    """Decorator registering a zero-argument config factory under `name` (`quick`: see
-    `Preset.quick`)."""
+    name: str,
+    description: str,
+    *,
+    algorithm: str,
+    settings: Mapping[str, Any] | None = None,
+    base: str | None = None,
+    quick: Sequence[str] = (),
+) -> Preset | Callable[[Callable[[], Config]], Callable[[], Config]]:
+    """Register the preset `name` (see `Preset`) as data: `settings`, over the recipe `base`.
 
-    def deco(fn: Callable[[], Config]) -> Callable[[], Config]:
+    Without `settings` it is a decorator registering a zero-argument config factory instead
+    (for a preset of one's own that computes its config).
+
+        register_preset("hex", "...", algorithm="alphazero", base="board", settings={"env": "hex"})
+    """
+
+    def add(preset: Preset) -> Preset:
         if name in PRESETS:
             raise ValueError(f"preset {name!r} is registered twice")
-        PRESETS[name] = Preset(name, description, algorithm, fn, tuple(quick))
+        PRESETS[name] = preset
+        return preset
+
+    if settings is not None:
+        own = copy.deepcopy(dict(settings))
+        return add(Preset(name, description, algorithm, own, base, tuple(quick)))
+    if base is not None:
+        raise ValueError(f"preset {name!r}: a base needs settings (give settings={{}})")
+
+    def deco(fn: Callable[[], Config]) -> Callable[[], Config]:
+        add(Preset(name, description, algorithm, quick=tuple(quick), factory=fn))
         return fn
 
     return deco
@@ -550,3 +674,27 @@ def get_preset(name: str) -> Preset:
             f"unknown preset {name!r}; available: {sorted(PRESETS)}." + suggest(name, PRESETS)
         )
     return PRESETS[name]
+
+
+def resolve_config(
+    config: Any, preset: str | None, *, algorithm: str, config_class: type
+) -> tuple[Any, str | None]:
+    """`(config, preset)`: `config` itself, or the config of the preset it names (whose name is
+    then the preset recorded unless `preset` says otherwise).
+
+    Raises:
+        ValueError: the preset is another algorithm's.
+        TypeError: `config` is neither a `config_class` nor a preset name.
+    """
+    if isinstance(config, str):
+        preset = preset or config
+        spec = get_preset(config)
+        if spec.algorithm != algorithm:
+            raise ValueError(f"preset {config!r} is for {spec.algorithm!r}, not {algorithm}")
+        config = spec.make()
+    if not isinstance(config, config_class):
+        raise TypeError(
+            f"config must be a {config_class.__name__} or a preset name, got "
+            f"{type(config).__name__}"
+        )
+    return config, preset

@@ -1,6 +1,7 @@
 """`turbozero.load_agent`: any run directory (AlphaZero, PPO or TD) to a ready agent.
 
-Sits on top of both algorithms (like the CLI); library modules do not import it.
+Sits on top of the algorithms (like the CLI), which it finds in `turbozero.algorithms`; library
+modules do not import it.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from turbozero.algorithms import algorithm
+from turbozero.arena.agents import LoadedAgent
 from turbozero.io.rundir import RunDir, find_run_dir
 from turbozero.validate import check_count, check_number, is_digits
 
@@ -29,7 +32,7 @@ def load_agent(
     module: Any = None,
     trust: bool = False,
     search: Any = None,
-) -> Any:
+) -> LoadedAgent:
     """A ready agent (with `.env`, `.act(states, key)`, `.policy(states, key)`) from a run.
 
     Args:
@@ -56,48 +59,34 @@ def load_agent(
         raise ValueError(f"weights must be 'playing' or 'trained', got {weights!r}")
     if num_simulations is not None:
         num_simulations = check_count("num_simulations", num_simulations, low=1)
-    rd, algorithm = run_algorithm(path)
-    if algorithm in ("ppo", "td"):
-        given = {
-            "num_simulations": num_simulations,
-            "env": env,
-            "module": module,
-            "weights": None if weights == "playing" else weights,
-            "search": search or None,
-            # (a TD agent plays its best-rated play; it has no policy to sample)
-            "temperature": (temperature or None) if algorithm == "td" else None,
-        }
-        unused = [k for k, v in given.items() if v is not None]
-        if unused:
-            why = {
-                "ppo": "it loads its own environment and networks and does not search",
-                "td": "its network rates each play; it does not search",
-            }[algorithm]
-            verb = "is" if len(unused) == 1 else "are"
-            scope = "for AlphaZero runs" if algorithm == "ppo" else "not for TD runs"
-            raise ValueError(
-                f"{', '.join(unused)} {verb} {scope}; {str(rd.path)!r} is a "
-                f"{algorithm.upper()} run ({why})"
-            )
-        p = Path(path)
-        step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
-        if algorithm == "td":
-            from turbozero.td.load import load_agent as load_td
-
-            return load_td(rd.path, which=which, step=step)
-        from turbozero.ppo.load import load_agent as load_ppo
-
-        return load_ppo(rd.path, which=which, sample=temperature > 0, step=step)
-    from turbozero.alphazero.load import load_agent as load_az
-
-    return load_az(
-        path,
-        num_simulations,
-        temperature,
-        which=which,
-        weights=weights,
-        env=env,
-        module=module,
-        trust=trust,
-        search=search,
-    )
+    rd, name = run_algorithm(path)
+    entry = algorithm(name)
+    given = {
+        "num_simulations": num_simulations,
+        "temperature": temperature or None,
+        "weights": None if weights == "playing" else weights,
+        "env": env,
+        "module": module,
+        "search": search or None,
+    }
+    unused = [k for k, v in given.items() if v is not None and k not in entry.load_options]
+    if unused:
+        verb = "is" if len(unused) == 1 else "are"
+        raise ValueError(
+            f"{', '.join(unused)} {verb} not for {entry.title} runs: {str(rd.path)!r} is a "
+            f"{entry.title} run ({entry.plays})"
+        )
+    options = {
+        "num_simulations": num_simulations,
+        "temperature": temperature,
+        "weights": weights,
+        "env": env,
+        "module": module,
+        "trust": trust,
+        "search": search,
+    }
+    options = {k: v for k, v in options.items() if k in entry.load_options}
+    p = Path(path)
+    # (a checkpoint directory inside the run names its step)
+    step = int(p.name) if p.absolute() != rd.path.absolute() and is_digits(p.name) else None
+    return entry.load_function()(path, which=which, step=step, **options)

@@ -26,9 +26,9 @@ import optax
 
 from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
+from turbozero.alphazero.learner import make_selector
 from turbozero.alphazero.losses import az_loss
-from turbozero.alphazero.train import train
-from turbozero.alphazero.trainer import make_selector
+from turbozero.alphazero.train import train_alphazero
 from turbozero.nets import AZResnet, AZResnetConfig
 from turbozero.search.selector import Selector
 from turbozero.types import StepMetadata
@@ -468,7 +468,7 @@ class Trainer:
         cfg = dataclasses.replace(
             self.config, seed=seed, num_epochs=num_epochs, eval_every=eval_every
         )
-        return train(
+        return train_alphazero(
             cfg,
             self.ckpt_dir,
             resume=resume,

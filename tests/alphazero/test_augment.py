@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from turbozero import envs
-from turbozero.alphazero.trainer import augmentations
+from turbozero.alphazero.learner import augmentations
 
 
 def _positions(env, games: int, moves: int):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.alphazero.test_selfplay_and_trainer import TINY
 from turbozero.alphazero import make_alphazero
-from turbozero.alphazero.trainer import acting_params
+from turbozero.alphazero.learner import acting_params
 from turbozero.config import ConfigError
 
 EMA = TINY.with_overrides(["ema_decay=0.9", "ema_selfplay=true"])

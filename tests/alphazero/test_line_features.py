@@ -89,7 +89,7 @@ def test_line_features_is_a_resnet_option_for_k_in_a_row_games_only():
     """The option adds its planes to the resnet's input (its first convolution reads 2 + 7
     channels on Connect Four), and is refused for an MLP or a game without winning lines."""
     from turbozero import envs
-    from turbozero.alphazero.trainer import make_network
+    from turbozero.alphazero.learner import make_network
     from turbozero.config import ConfigError
 
     cfg = TINY.with_overrides(["network.kind=resnet", "network.line_features=true"])

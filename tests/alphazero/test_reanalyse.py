@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from turbozero.alphazero import AlphaZeroConfig, NetworkConfig, SearchConfig, make_alphazero
+from turbozero.alphazero.learner import augmentations
 from turbozero.alphazero.reanalyse import make_reanalyse, pick_held
-from turbozero.alphazero.trainer import augmentations
 from turbozero.config import ConfigError
 
 # No root noise: a search of a position is then the same whatever its key and batch, so the

@@ -139,7 +139,7 @@ def _local_module_in_a_function():
 
 def test_a_network_setting_added_later_is_described_only_when_changed():
     """A run records a description of the network it was given from Python and a resumed run
-    must match it; fields added to `AZResnetConfig` after such runs existed (the heads' widths)
+    must match it; fields added to `AZResnetConfig` after such runs existed (`line_length`)
     are left out at their defaults, so those runs still resume."""
     from turbozero.nets import AZResnet, AZResnetConfig
 
@@ -149,9 +149,9 @@ def test_a_network_setting_added_later_is_described_only_when_changed():
     )
     (plain,) = describe_parts({"module": AZResnet(AZResnetConfig(policy_head_out_size=9))}).values()
     assert plain == before
-    wide = AZResnet(AZResnetConfig(policy_head_out_size=9, value_channels=4))
-    (described,) = describe_parts({"module": wide}).values()
-    assert described == before.replace("'resnet'))", "'resnet', value_channels=4))")
+    lines = AZResnet(AZResnetConfig(policy_head_out_size=9, line_length=3))
+    (described,) = describe_parts({"module": lines}).values()
+    assert described == before.replace("'resnet'))", "'resnet', line_length=3))")
 
 
 # Code outside turbozero for the recipes below: a loss, a factory of it, a flax network.

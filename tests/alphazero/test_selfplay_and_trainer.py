@@ -116,7 +116,7 @@ def test_config_errors_name_the_key_and_choices(override, key):
 
 
 def test_the_configured_rule_gets_forced_playouts_and_plays_without_them():
-    from turbozero.alphazero.trainer import make_selector
+    from turbozero.alphazero.learner import make_selector
 
     for selector in ("puct", "muzero_puct"):
         cfg = TINY.with_overrides([f"search.selector={selector}", "search.forced_playouts=2"])
@@ -127,7 +127,7 @@ def test_the_configured_rule_gets_forced_playouts_and_plays_without_them():
 
 
 def test_the_configured_rule_values_unvisited_moves_as_search_fpu_says_in_play_too():
-    from turbozero.alphazero.trainer import make_selector
+    from turbozero.alphazero.learner import make_selector
 
     rule = make_selector(
         TINY.with_overrides(["search.fpu=network", "search.fpu_reduction=0.25"]).search

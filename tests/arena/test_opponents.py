@@ -29,7 +29,7 @@ def test_other_names_are_refused_with_the_forms_allowed(name):
 
 
 def test_the_config_and_the_cli_refuse_the_same_names(tic_tac_toe):
-    from turbozero.cli import _opponent
+    from turbozero.arena.evaluation import _opponent
     from turbozero.config import ConfigError
 
     for name in ("mcts:0", "mcts:x"):

@@ -59,7 +59,7 @@ def test_connect_four_cells_are_row_major_like_its_board():
 
 
 def test_one_entry_per_game_drives_augmentation_perfect_players_and_solvers():
-    from turbozero.alphazero.trainer import augmentations
+    from turbozero.alphazero.learner import augmentations
     from turbozero.arena.accuracy import solved_games
     from turbozero.arena.perfect import perfect_games
     from turbozero.envs import GAMES, make

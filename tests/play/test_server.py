@@ -18,8 +18,8 @@ import pytest
 
 import turbozero
 from turbozero.alphazero import train
+from turbozero.config import get_preset
 from turbozero.games.core import move_label
-from turbozero.games.tic_tac_toe import preset as tic_tac_toe_preset
 from turbozero.play import Game, board_cells, make_server
 from turbozero.play.server import url_of
 
@@ -46,7 +46,7 @@ TINY_RUN = [
 def tiny_run(tmp_path_factory):
     """A one-epoch tic-tac-toe run directory (seconds with a warm compilation cache)."""
     run = tmp_path_factory.mktemp("play") / "ttt"
-    train(tic_tac_toe_preset().with_overrides(TINY_RUN), run, progress=False)
+    train(get_preset("tic_tac_toe").make().with_overrides(TINY_RUN), run, progress=False)
     return run
 
 

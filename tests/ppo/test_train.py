@@ -161,13 +161,13 @@ def test_resume_goes_back_past_a_damaged_checkpoint_and_ends_as_the_whole_run(fu
 
 
 def test_sigint_finishes_the_epoch_saves_and_returns(full_run, tmp_path, monkeypatch):
-    keep_best = ppo_train._keep_best
+    keep_best = ppo_train.keep_best
 
     def interrupted(*args):
         signal.raise_signal(signal.SIGINT)  # as if Ctrl-C came during the first epoch
         return keep_best(*args)
 
-    monkeypatch.setattr(ppo_train, "_keep_best", interrupted)
+    monkeypatch.setattr(ppo_train, "keep_best", interrupted)
     stopped = tmp_path / "stopped"
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN under nohup, else Python's default
     summary = train_ppo(TINY, stopped, progress=False)
@@ -175,7 +175,7 @@ def test_sigint_finishes_the_epoch_saves_and_returns(full_run, tmp_path, monkeyp
     assert signal.getsignal(signal.SIGINT) is before  # the handler found is restored
     _, meta, steps = _checkpoint(stopped)
     assert steps == [1] and meta["epoch"] == 1
-    monkeypatch.setattr(ppo_train, "_keep_best", keep_best)
+    monkeypatch.setattr(ppo_train, "keep_best", keep_best)
     train_ppo(TINY, stopped, resume=True, progress=False)
     _assert_trees_equal(_checkpoint(stopped)[0], _checkpoint(full_run[0])[0])
 
@@ -224,15 +224,15 @@ def test_alphazero_only_options_are_refused_for_a_ppo_run(full_run, capsys):
     from turbozero.cli import main
 
     run, _ = full_run
-    with pytest.raises(ValueError, match="num_simulations is for AlphaZero runs"):
+    with pytest.raises(ValueError, match="num_simulations is not for PPO runs"):
         turbozero.load_agent(run, 8)
-    with pytest.raises(ValueError, match="weights is for AlphaZero runs"):
+    with pytest.raises(ValueError, match="weights is not for PPO runs"):
         turbozero.load_agent(run, weights="trained")
     with pytest.raises(ValueError, match="weights must be 'playing' or 'trained', got 'raw'"):
         turbozero.load_agent(run, weights="raw")
     assert main(["eval", str(run), "--simulations", "8"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --simulations is for AlphaZero runs")
+    assert err.startswith("error: --simulations is not for PPO runs")
     assert len(err.splitlines()) == 1  # one line: a refusal of the command, no hint
     assert main(["eval", str(run), "--vs", "perfect", "--games", "2"]) == 2
     assert "--vs is for two-player games" in capsys.readouterr().err
@@ -263,7 +263,7 @@ def test_a_nan_evaluation_neither_becomes_nor_erases_a_seeds_best():
         return c._replace(learner=c.learner.replace(params=params))
 
     for value, returns in ((1.0, [5.0, 5.0]), (2.0, [float("nan"), 4.0]), (3.0, [9.0, 9.0])):
-        ckpt = ppo_train._keep_best(with_params(ckpt, value), jax.numpy.array(returns))
+        ckpt = ppo_train.keep_best(with_params(ckpt, value), jax.numpy.array(returns))
         if value == 2.0:  # seed 0 keeps its best of the first evaluation, parameters too
             assert np.asarray(ckpt.best_return).tolist() == [5.0, 5.0]
             leaf = np.asarray(jax.tree.leaves(ckpt.best_params)[0])

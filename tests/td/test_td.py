@@ -204,7 +204,9 @@ def test_the_cli_trains_and_evaluates_a_td_run(runs, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["games"] == 4
     assert main(["eval", str(full), "--vs", "random", "--simulations", "4"]) == 2
-    assert "is a TD run (it does not search)" in capsys.readouterr().err
+    assert (
+        "is a TD run (its network rates each play; it does not search)" in capsys.readouterr().err
+    )
 
 
 def test_a_td_run_is_played_on_the_play_page(runs):

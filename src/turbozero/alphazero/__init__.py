@@ -2,11 +2,11 @@
 
 from turbozero.alphazero.augment import horizontal_flip, square_symmetries
 from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
+from turbozero.alphazero.learner import AlphaZeroSystem, TrainState, make_alphazero
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.reanalyse import Reanalyse, make_reanalyse
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
-from turbozero.alphazero.train import train
-from turbozero.alphazero.trainer import AlphaZeroSystem, TrainState, make_alphazero
+from turbozero.alphazero.train import train, train_alphazero
 
 __all__ = [
     "AlphaZeroConfig",
@@ -24,4 +24,5 @@ __all__ = [
     "make_selfplay",
     "square_symmetries",
     "train",
+    "train_alphazero",
 ]

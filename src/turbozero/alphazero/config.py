@@ -12,6 +12,7 @@ from turbozero.config import (
     ConfigError,
     check_choice,
     check_range,
+    register_base,
     register_preset,
     suggest,
 )
@@ -46,35 +47,37 @@ def settled(value: T | None, name: str) -> T:
 class NetworkConfig(Config):
     """The policy-value network."""
 
-    REMOVED: ClassVar[dict[str, Any]] = {"gravity_features": False}  # (not kept: 97.98% -> 97.69%)
+    #: removed settings, at the value that left them off (`Config.REMOVED`); none was kept on
+    #: Connect Four (docs/benchmarks.md's lever table): gravity features 97.98% -> 97.69%, the
+    #: heads' 1x1 convolutions wider (32 value, 4 policy channels), KataGo's global pooling and
+    #: layer norm each 97.9% -> 97.8%
+    REMOVED: ClassVar[dict[str, Any]] = {
+        "gravity_features": False,
+        "policy_channels": 2,
+        "value_channels": 1,
+        "global_pool": False,
+        "norm": "batch",
+    }
 
     kind: str = "resnet"  # resnet | mlp
     num_blocks: int = 2
     num_channels: int = 16
     hidden: tuple[int, ...] = (128, 128)
-    norm: str = "batch"  # batch | layer
     # None: from the game (3, win/draw/loss, where it can be drawn; else 0); 0: a scalar value
     # (tanh for 2 players) learnt by MSE; >= 2: categorical bins learnt by cross-entropy
     value_bins: int | None = None
-    policy_channels: int = 2  # resnet: channels of the policy head's 1x1 convolution
-    value_channels: int = 1  # resnet: channels of the value head's 1x1 convolution
     line_features: bool = False  # resnet, k-in-a-row games: also read each cell's open lines
-    global_pool: bool = False  # resnet: each block adds a per-channel bias from the whole board
 
     def validate(self) -> None:
         check_choice("network.kind", self.kind, ["resnet", "mlp"])
         check_range("network.num_blocks", self.num_blocks, low=0)
         check_range("network.num_channels", self.num_channels, low=1)
-        check_range("network.policy_channels", self.policy_channels, low=1)
-        check_range("network.value_channels", self.value_channels, low=1)
-        check_choice("network.norm", self.norm, ["batch", "layer"])
-        for name in ("line_features", "global_pool"):
-            if getattr(self, name) and self.kind != "resnet":
-                raise ConfigError(
-                    f"network.{name}=true is an option of the resnet's board; "
-                    f"network.kind={self.kind!r} has none: set network.kind=resnet or leave "
-                    f"network.{name} out"
-                )
+        if self.line_features and self.kind != "resnet":
+            raise ConfigError(
+                "network.line_features=true is an option of the resnet's board; "
+                f"network.kind={self.kind!r} has none: set network.kind=resnet or leave "
+                "network.line_features out"
+            )
         if self.value_bins is not None and (self.value_bins == 1 or self.value_bins < 0):
             raise ConfigError(
                 f"network.value_bins must be 0 (a scalar value) or >= 2 (categorical bins), "
@@ -175,9 +178,10 @@ class SearchConfig(Config):
 class AlphaZeroConfig(Config):
     """Everything a training run needs; the seed is part of it."""
 
-    #: removed settings, at the value that left them off (`Config.REMOVED`): `root_value=best`
-    #: (the Q of the most visited move as the value target's search share) was not kept
-    REMOVED: ClassVar[dict[str, Any]] = {"root_value": "mean"}
+    #: removed settings, at the value that left them off (`Config.REMOVED`), none kept on
+    #: Connect Four: `root_value=best` (the Q of the most visited move as the value target's
+    #: search share), a cosine decay of the learning rate (`lr_decay_steps`, to `lr_final` of it)
+    REMOVED: ClassVar[dict[str, Any]] = {"root_value": "mean", "lr_decay_steps": 0, "lr_final": 0.1}
     #: the first recipe's values of the settings whose default became the Connect Four recipe's
     #: (a run recorded before one of them existed ran with these)
     BEFORE: ClassVar[dict[str, Any]] = {
@@ -225,8 +229,6 @@ class AlphaZeroConfig(Config):
             "train_steps_per_epoch",
             "learning_rate",
             "lr_warmup_steps",
-            "lr_decay_steps",
-            "lr_final",
             "l2",
             "max_grad_norm",
             "ema_decay",
@@ -269,8 +271,6 @@ class AlphaZeroConfig(Config):
     augment: bool = False  # store board symmetries as extra positions
     learning_rate: float = 2e-3
     lr_warmup_steps: int = 0
-    lr_decay_steps: int = 0  # 0: constant; else a cosine to lr_final * learning_rate over these
-    lr_final: float = 0.1  # the decayed learning rate's fraction of learning_rate
     l2: float = 1e-4
     ema_decay: float = 0.9995  # 0: off; else the weights' moving average (per step) plays
     ema_selfplay: bool = False  # with ema_decay: true, the average plays self-play too
@@ -339,8 +339,6 @@ class AlphaZeroConfig(Config):
         check_choice("truncation", self.truncation, ["drop", "bootstrap"])
         check_range("learning_rate", self.learning_rate, low=0, low_inclusive=False)
         check_range("lr_warmup_steps", self.lr_warmup_steps, low=0)
-        check_range("lr_decay_steps", self.lr_decay_steps, low=0)
-        check_range("lr_final", self.lr_final, low=0, high=1)
         check_range("l2", self.l2, low=0)
         check_range("ema_decay", self.ema_decay, low=0, high=1, high_inclusive=False)
         check_range("max_grad_norm", self.max_grad_norm, low=0, low_inclusive=False)
@@ -504,75 +502,85 @@ def check_reward_fn(env: str, reward_fn: str) -> None:
         )
 
 
-@register_preset(
+#: the board recipe: ResNet 4x32, 32 simulations, 30 minutes on a 2-core CPU, evaluated against
+#: random, 100-simulation rollout MCTS and its own earlier networks (Elo); the board games'
+#: presets start from it and add their game
+register_base(
+    "board",
+    algorithm="alphazero",
+    settings={
+        "num_games": 64,
+        "network": {"kind": "resnet", "num_blocks": 4, "num_channels": 32},
+        "search": {"num_simulations": 32, "max_nodes": 64},
+        "train_batch_size": 512,
+        "warmup_steps": 16,
+        "num_epochs": 100_000,
+        "max_wall_seconds": 1800.0,  # the budget the presets are measured at (bench/transfer.py)
+        "eval_every": 10,
+        "eval_games": 32,
+        "eval_opponents": ("random", "mcts:100"),
+        "elo_pool_size": 4,
+    },
+)
+
+#: jumanji's one-player puzzles: MLP, muzero_puct, 5 minutes on CPU
+register_base(
+    "puzzle",
+    algorithm="alphazero",
+    settings={
+        "num_games": 64,
+        "network": {"kind": "mlp", "hidden": (256, 256)},
+        "search": {"selector": "muzero_puct", "num_simulations": 32, "max_nodes": 64},
+        "memory_capacity": 128,
+        "train_batch_size": 256,
+        "warmup_steps": 16,
+        "collection_steps_per_epoch": 16,
+        "train_steps_per_epoch": 32,
+        "num_epochs": 1000,
+        "max_wall_seconds": 300.0,
+        "eval_games": 64,
+        "eval_opponents": (),
+        "root_value_weight": 0.0,
+        # (measured before the defaults became the Connect Four recipe; kept as measured)
+        "learning_rate": 1e-3,
+        "ema_decay": 0.0,
+        "overlap": False,
+    },
+)
+
+register_preset(
     "minesweeper",
     "jumanji Minesweeper 10x10 with 10 mines (one player), MLP, muzero_puct, rewarded with the "
     "share of the board uncovered (the user's notebook), 5 minutes on CPU. The search steps the "
     "true state and so sees the hidden mines: its return is not a player's; the network's alone "
     "(eval/network/return) plays from what the player sees",
     algorithm="alphazero",
+    base="puzzle",
+    settings={
+        "env": "jumanji:Minesweeper-v0",
+        "reward_fn": "uncovered_share",
+        "temperature_moves": 90,
+        "max_episode_steps": 90,
+        "value_scale": 10.0,
+        "eval_every": 5,
+        "eval_simulations": 0,
+    },
 )
-def minesweeper() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="jumanji:Minesweeper-v0",
-        reward_fn="uncovered_share",
-        num_games=64,
-        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
-        search=SearchConfig(selector="muzero_puct", num_simulations=32, max_nodes=64),
-        temperature_moves=90,
-        max_episode_steps=90,
-        memory_capacity=128,
-        value_scale=10.0,
-        train_batch_size=256,
-        warmup_steps=16,
-        collection_steps_per_epoch=16,
-        train_steps_per_epoch=32,
-        num_epochs=1000,
-        max_wall_seconds=300.0,
-        eval_every=5,
-        eval_games=64,
-        eval_opponents=(),
-        eval_simulations=0,
-        root_value_weight=0.0,
-        # (measured before the defaults became the Connect Four recipe; kept as measured)
-        learning_rate=1e-3,
-        ema_decay=0.0,
-        overlap=False,
-    )
 
-
-@register_preset(
+register_preset(
     "maze",
     "jumanji Maze 10x10 (one player: reward 1 for reaching the target within 100 steps), MLP, "
     "muzero_puct, 5 minutes on CPU; the whole maze is the player's to see, so its search is a "
     "fair player",
     algorithm="alphazero",
+    base="puzzle",
+    settings={
+        "env": "jumanji:Maze-v0",
+        "search": {"discount": 0.97},
+        "temperature_moves": 100,
+        "max_episode_steps": 100,  # (the maze's own time limit)
+        "truncation": "bootstrap",
+        "eval_every": 50,
+        "eval_simulations": 128,
+    },
 )
-def maze() -> AlphaZeroConfig:
-    return AlphaZeroConfig(
-        env="jumanji:Maze-v0",
-        num_games=64,
-        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
-        search=SearchConfig(
-            selector="muzero_puct", num_simulations=32, max_nodes=64, discount=0.97
-        ),
-        temperature_moves=100,
-        max_episode_steps=100,  # (the maze's own time limit)
-        memory_capacity=128,
-        truncation="bootstrap",
-        train_batch_size=256,
-        warmup_steps=16,
-        collection_steps_per_epoch=16,
-        train_steps_per_epoch=32,
-        num_epochs=1000,
-        max_wall_seconds=300.0,
-        eval_every=50,
-        eval_games=64,
-        eval_simulations=128,
-        eval_opponents=(),
-        root_value_weight=0.0,
-        # (measured before the defaults became the Connect Four recipe; kept as measured)
-        learning_rate=1e-3,
-        ema_decay=0.0,
-        overlap=False,
-    )

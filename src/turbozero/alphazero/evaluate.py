@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.alphazero.trainer import AlphaZeroSystem
+from turbozero.alphazero.learner import AlphaZeroSystem
 from turbozero.arena import (
     Agent,
     EloPool,
@@ -32,7 +32,7 @@ from turbozero.arena import (
     network_agent,
     play_match,
 )
-from turbozero.arena.match import match_memory_bytes
+from turbozero.arena.match import match_memory_bytes, match_row
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page
 from turbozero.envs.core import Env
@@ -184,9 +184,7 @@ class Evaluator:
             try:
                 for i, (name, opp) in enumerate(self.opponents.items()):
                     r = self._match(current, opp, jax.random.fold_in(key, i), cfg.eval_games)
-                    out[f"eval/{name}/win"] = r.wins / r.num_games
-                    out[f"eval/{name}/draw"] = r.draws / r.num_games
-                    out[f"eval/{name}/loss"] = r.losses / r.num_games
+                    out.update(match_row(name, r))
                     if r.num_truncated:  # games cut off at max_episode_steps count as draws
                         out[f"eval/{name}/truncated"] = r.num_truncated / r.num_games
                     scores.append(r.score)
@@ -202,9 +200,7 @@ class Evaluator:
             if "network" in cfg.eval_opponents:  # the search's gain over its own network
                 network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
                 r = self._match(current, network, jax.random.fold_in(key, 500), cfg.eval_games)
-                out["eval/network/win"] = r.wins / r.num_games
-                out["eval/network/draw"] = r.draws / r.num_games
-                out["eval/network/loss"] = r.losses / r.num_games
+                out.update(match_row("network", r))
                 records["network"] = r
             vs_best = None
             if "best" in cfg.eval_opponents and self.best_params is not None:

@@ -12,47 +12,14 @@ import jax
 
 from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig
+from turbozero.alphazero.learner import make_alphazero, make_selector
 from turbozero.alphazero.rebuild import HOW, NotRebuildableError, check_trusted, rebuild_parts
-from turbozero.alphazero.trainer import AlphaZeroSystem, make_alphazero, make_selector
-from turbozero.arena import Agent, alphazero_agent
-from turbozero.envs.core import Env, check_batched
+from turbozero.arena import LoadedAgent, alphazero_agent
+from turbozero.envs.core import Env
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import find_run_dir
 from turbozero.nets import init_params
-from turbozero.types import Array, PRNGKey, PyTree
 from turbozero.validate import is_digits
-
-
-@dataclasses.dataclass(frozen=True)
-class LoadedAgent:
-    """A ready agent with its environment and the run's config.
-
-    `act(states, key)` and `policy(states, key)` take states batched on the leading axis.
-    """
-
-    agent: Agent
-    env: Env
-    config: AlphaZeroConfig
-    epoch: int
-    path: Path
-    az: AlphaZeroSystem
-
-    def act(self, states: PyTree, key: PRNGKey) -> Array:
-        check_batched(self.env, states, "act")
-        return self.agent.act(states, key)
-
-    def policy(self, states: PyTree, key: PRNGKey):
-        check_batched(self.env, states, "policy")
-        return self.agent.policy(states, key)
-
-    @property
-    def name(self) -> str:
-        return self.agent.name
-
-    @property
-    def params(self) -> Any:
-        return self.agent.params
-
 
 #: search settings an agent can play with other values than its run's (`load_agent`'s `search`):
 #: PUCT's selection rule; the rest fix what the network was trained against
@@ -251,7 +218,15 @@ def load_agent(
         agent=agent,
         env=az.env,
         config=cfg if playing is cfg.search else dataclasses.replace(cfg, search=playing),
-        epoch=int(meta.get("epoch", meta.get("step", 0))),
         path=rd.path,
-        az=az,
+        step=int(meta.get("epoch", meta.get("step", 0))),
+        algorithm="alphazero",
+        system=az,
     )
+
+
+def load(path: str | Path, *, which: str, step: int | None, **options: Any) -> LoadedAgent:
+    """`load_agent` as `turbozero.load_agent` calls it (`turbozero.algorithms`): a checkpoint
+    directory's `path` names its step itself, so `step` is not used."""
+    del step
+    return load_agent(path, which=which, **options)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from turbozero.io.errors import TRUST_HOW, NotRebuildableError, UntrustedRunError
+from turbozero.io.rundir import RunDir
 
 PART_NAMES = ("env", "module", "selector", "optimizer", "loss_fn", "augment_fns")
 
@@ -339,6 +340,29 @@ def record_parts(
         out[name] = recipe
     json.dumps(out)  # (recipes are JSON by construction)
     return out
+
+
+def resumed_parts(
+    run: str | Path, *, trust: bool
+) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+    """The parts an AlphaZero run was given from Python, rebuilt from the recipes its
+    `config.json` records, and the recipes the user named (so the resumed run records them
+    again); `(None, None)` for a run given none.
+
+    Raises:
+        UntrustedRunError: the recipes name code outside turbozero and not `trust`.
+        NotRebuildableError: a part has no recipe (by name).
+    """
+    saved = RunDir(run).read_config("alphazero")
+    recipes = saved.get("rebuild", {})
+    reward = None if recipes.get("env") else saved["config"].get("reward_fn")
+    check_trusted(str(run), recipes, reward, trust=trust)
+    names = sorted(set(recipes) | set(saved.get("parts", {})))
+    if not names:
+        return None, None
+    parts = rebuild_parts({n: recipes.get(n) for n in names}, names, str(run))
+    named = {n: r["factory"] for n, r in recipes.items() if r and "factory" in r}
+    return parts, named or None
 
 
 def rebuild_parts(

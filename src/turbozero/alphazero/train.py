@@ -21,14 +21,14 @@ import numpy as np
 
 from turbozero.alphazero.config import AlphaZeroConfig, settled
 from turbozero.alphazero.evaluate import Evaluator
-from turbozero.alphazero.rebuild import record_parts
-from turbozero.alphazero.sharding import Sharder
-from turbozero.alphazero.trainer import (
+from turbozero.alphazero.learner import (
     AlphaZeroSystem,
     TrainState,
     acting_params,
     make_alphazero,
 )
+from turbozero.alphazero.rebuild import record_parts, resumed_parts
+from turbozero.alphazero.sharding import Sharder
 from turbozero.io.experiment import (
     Run,
     agree,
@@ -236,6 +236,7 @@ class _AlphaZeroRun:
         self.state_shape = state_shape  # (shapes and dtypes)
         self.parts, self.recipes = parts, recipes
         self.env_name = az.env.name
+        self.num_players = az.env.num_players  # (2: the play page serves its agent)
         self.max_wall_seconds = config.max_wall_seconds
         self.resume_notes: Mapping[str, str] = {}
         # process 0 decides the best network for all: a process whose evaluation came out
@@ -606,7 +607,33 @@ class _AlphaZeroRun:
         }
 
 
-def train(
+def run(
+    config: AlphaZeroConfig,
+    run_dir: str | Path | None,
+    *,
+    resume: bool,
+    preset: str | None,
+    check_memory: bool = True,
+    trust: bool = False,
+) -> dict[str, Any]:
+    """`train` as a command runs it (`turbozero.algorithms`): a resumed run's parts given from
+    Python are rebuilt from the recipes its `config.json` records, importing code it names only
+    with `trust` (`--trust-run`)."""
+    parts, rebuild = (None, None)
+    if resume and run_dir is not None:
+        parts, rebuild = resumed_parts(run_dir, trust=trust)
+    return train_alphazero(
+        config,
+        run_dir,
+        resume=resume,
+        preset=preset,
+        check_memory=check_memory,
+        parts=parts,
+        rebuild=rebuild,
+    )
+
+
+def train_alphazero(
     config: AlphaZeroConfig,
     run_dir: str | Path | None = None,
     *,
@@ -694,3 +721,8 @@ def train(
         last_epoch=num_epochs or config.num_epochs,
         progress=progress,
     )
+
+
+#: `train_alphazero`'s name before 0.1.0, kept for one release (the entry points now name their
+#: algorithm: `train_alphazero`, `train_ppo`, `train_td`)
+train = train_alphazero

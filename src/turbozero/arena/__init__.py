@@ -3,6 +3,7 @@
 from turbozero.arena.agents import (
     Agent,
     AgentOutput,
+    LoadedAgent,
     PolicyFn,
     make_agent,
     network_agent,
@@ -18,6 +19,7 @@ __all__ = [
     "Agent",
     "AgentOutput",
     "EloPool",
+    "LoadedAgent",
     "MatchResult",
     "PolicyFn",
     "Record",

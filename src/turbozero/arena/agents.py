@@ -25,13 +25,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from turbozero import struct
-from turbozero.envs.core import Env
+from turbozero.envs.core import Env, check_batched
 from turbozero.search import compiler_options
 from turbozero.search.selector import masked_softmax
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
@@ -236,3 +237,60 @@ def network_agent(
     _check_network(env, eval_fn, params)
     policy = NetworkPolicy(env, eval_fn, sample=bool(sample), temperature=temperature)
     return make_agent(policy, params, name=name)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedAgent:
+    """An agent restored from a run directory, with the game it plays and the run's config:
+    what `turbozero.load_agent` returns for every algorithm.
+
+    `act(states, key)` and `policy(states, key)` take states batched on the leading axis.
+
+    Attributes:
+        agent: the `Agent`, for `play_match` and the play page.
+        env: the environment it plays (built from the run's config, or the one given).
+        config: the run's config.
+        path: the run directory.
+        step: the checkpoint's step (the epoch) its parameters come from.
+        algorithm: the algorithm's name (`turbozero.algorithms`).
+        seed: of a run training several seeds at once (PPO), the index of the one loaded.
+        system: what the algorithm built from the config to play (AlphaZero: its
+            `AlphaZeroSystem`, with the network's `eval_fn`), or None.
+    """
+
+    agent: Agent
+    env: Env
+    config: Any
+    path: Path
+    step: int
+    algorithm: str
+    seed: int | None = None
+    system: Any = None
+
+    def act(self, states: PyTree, key: PRNGKey) -> Array:
+        """The agent's actions `[B]` in `states` `[B, ...]`; consumes `key`."""
+        check_batched(self.env, states, "act")
+        return self.agent.act(states, key)
+
+    def policy(self, states: PyTree, key: PRNGKey) -> AgentOutput:
+        """The agent's `AgentOutput` for `states` `[B, ...]`; consumes `key`."""
+        check_batched(self.env, states, "policy")
+        return self.agent.policy(states, key)
+
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    @property
+    def params(self) -> Params:
+        return self.agent.params
+
+    @property
+    def epoch(self) -> int:
+        """`step` (AlphaZero's runs count checkpoints in epochs)."""
+        return self.step
+
+    @property
+    def az(self) -> Any:
+        """`system` (an AlphaZero run's `AlphaZeroSystem`)."""
+        return self.system

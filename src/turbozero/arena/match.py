@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -147,6 +147,44 @@ def points_interval(result: MatchResult, *, z: float = Z95) -> tuple[float, floa
         return mean, mean
     half = z * float(points.std(ddof=1)) / math.sqrt(points.size)
     return mean - half, mean + half
+
+
+def match_row(name: str, result: MatchResult, *, points: bool = False) -> dict[str, float]:
+    """A match's entries in a metric row: `eval/NAME/win`, `/draw` and `/loss` (shares of its
+    games); with `points`, the game's points a game `/points` and its 95% interval
+    `/points_low`, `/points_high` (`points_interval`)."""
+    games = result.num_games
+    row = {
+        f"eval/{name}/win": result.wins / games,
+        f"eval/{name}/draw": result.draws / games,
+        f"eval/{name}/loss": result.losses / games,
+    }
+    if points:
+        row[f"eval/{name}/points"] = float(result.mean_return_a)
+        row[f"eval/{name}/points_low"], row[f"eval/{name}/points_high"] = points_interval(result)
+    return row
+
+
+def play_opponents(
+    env: Env,
+    agent: Agent,
+    opponents: Mapping[str, Agent],
+    key: PRNGKey,
+    *,
+    games: int,
+    judge: Any = None,
+    positions: Any = None,
+) -> dict[str, float]:
+    """An evaluation's metric row: `agent` against each of `opponents` (`games` games each,
+    colours alternating; `match_row` with points), and the `judge`'s move-quality figures on
+    `positions` where both are given (`turbozero.games.core.Judge`)."""
+    row: dict[str, float] = {}
+    for i, (name, opponent) in enumerate(opponents.items()):
+        result = play_match(env, agent, opponent, jax.random.fold_in(key, i), num_games=games)
+        row.update(match_row(name, result, points=True))
+    if judge is not None and positions is not None:
+        row.update(judge.measure(env, agent, positions, jax.random.fold_in(key, 1000)))
+    return row
 
 
 def wilson_interval(successes: float, n: int, *, z: float = Z95) -> tuple[float, float]:

@@ -48,11 +48,9 @@ from turbozero.games.core import Board, GameSpec, Judge, Page, register_game
 from turbozero.types import Array, PRNGKey
 
 if TYPE_CHECKING:
-    from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.arena.agents import Agent
     from turbozero.envs.core import Env
     from turbozero.envs.pgx import ChanceRules
-    from turbozero.td.config import TDConfig
     from turbozero.td.rules import TDRules
 
 BAR, OPPONENT_BAR, OFF, OPPONENT_OFF = 24, 25, 26, 27  # pgx `_board` indices
@@ -676,7 +674,7 @@ GAME_SPEC = register_game(
 )
 
 
-@register_preset(
+register_preset(
     "backgammon",
     "Backgammon (two players) by TD learning over afterstates, TD-Gammon's method: an MLP rates "
     "the position each play leaves (Tesauro's inputs), 128 games of self-play at once, one "
@@ -693,27 +691,24 @@ GAME_SPEC = register_game(
         "eval_accuracy=false",
         "max_wall_seconds=240",
     ),
+    settings={
+        "env": "backgammon",
+        "num_games": 128,
+        "steps_per_epoch": 500,
+        "num_epochs": 200,
+        "max_wall_seconds": 3300.0,  # the hour, with the last evaluation inside it
+        "hidden": (80, 80),
+        "learning_rate": 1e-3,
+        "eval_every": 10,
+        "eval_games": 100,
+        "eval_opponents": ("pubeval", "gnubg:0"),
+        "eval_accuracy": True,  # gnubg's error rate
+        "eval_accuracy_positions": 200,
+    },
 )
-def preset() -> TDConfig:
-    from turbozero.td.config import TDConfig
-
-    return TDConfig(
-        env="backgammon",
-        num_games=128,
-        steps_per_epoch=500,
-        num_epochs=200,
-        max_wall_seconds=3300.0,  # the hour, with the last evaluation inside it
-        hidden=(80, 80),
-        learning_rate=1e-3,
-        eval_every=10,
-        eval_games=100,
-        eval_opponents=("pubeval", "gnubg:0"),
-        eval_accuracy=True,  # gnubg's error rate
-        eval_accuracy_positions=200,
-    )
 
 
-@register_preset(
+register_preset(
     "backgammon_alphazero",
     "Backgammon by AlphaZero: MLP, muzero_puct with chance nodes for the dice (36 ordered "
     "rolls), 16 simulations in self-play, 64 in evaluation; 1,000 epochs (about 40 minutes on "
@@ -729,33 +724,30 @@ def preset() -> TDConfig:
         "eval_accuracy=false",
         "max_wall_seconds=240",
     ),
-)
-def alphazero_preset() -> AlphaZeroConfig:
-    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-
-    return AlphaZeroConfig(
-        env="backgammon",
-        num_games=64,
-        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
-        search=SearchConfig(selector="muzero_puct", num_simulations=16, max_nodes=33),
-        temperature_moves=20,
-        max_episode_steps=1000,
-        memory_capacity=256,
-        value_scale=3.0,  # a gammon scores 2, a backgammon 3
-        train_batch_size=512,
-        collection_steps_per_epoch=32,
-        train_steps_per_epoch=32,
-        num_epochs=1000,
-        max_wall_seconds=3300.0,  # a guard: 1,000 epochs took 40 minutes on a 2-core CPU
-        eval_every=200,
-        eval_games=32,
-        eval_simulations=64,
-        eval_opponents=("random", "pubeval", "network"),
-        eval_accuracy=True,  # gnubg's error rate
-        eval_accuracy_positions=200,
-        root_value_weight=0.0,
+    settings={
+        "env": "backgammon",
+        "num_games": 64,
+        "network": {"kind": "mlp", "hidden": (256, 256)},
+        "search": {"selector": "muzero_puct", "num_simulations": 16, "max_nodes": 33},
+        "temperature_moves": 20,
+        "max_episode_steps": 1000,
+        "memory_capacity": 256,
+        "value_scale": 3.0,  # a gammon scores 2, a backgammon 3
+        "train_batch_size": 512,
+        "collection_steps_per_epoch": 32,
+        "train_steps_per_epoch": 32,
+        "num_epochs": 1000,
+        "max_wall_seconds": 3300.0,  # a guard: 1,000 epochs took 40 minutes on a 2-core CPU
+        "eval_every": 200,
+        "eval_games": 32,
+        "eval_simulations": 64,
+        "eval_opponents": ("random", "pubeval", "network"),
+        "eval_accuracy": True,  # gnubg's error rate
+        "eval_accuracy_positions": 200,
+        "root_value_weight": 0.0,
         # (measured before the defaults became the Connect Four recipe; kept as measured)
-        learning_rate=1e-3,
-        ema_decay=0.0,
-        overlap=False,
-    )
+        "learning_rate": 1e-3,
+        "ema_decay": 0.0,
+        "overlap": False,
+    },
+)

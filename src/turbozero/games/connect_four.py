@@ -38,7 +38,6 @@ from turbozero.io.errors import MissingExtraError
 from turbozero.types import Params, PRNGKey, PyTree
 
 if TYPE_CHECKING:
-    from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.arena.accuracy import PositionSet
     from turbozero.arena.agents import Agent, AgentOutput
     from turbozero.envs.core import Env
@@ -238,50 +237,51 @@ GAME = register_game(
 )
 
 
-@register_preset(
+register_preset(
     "connect_four",
     "Connect Four, ResNet 2x32 reading each cell's open lines with a win/draw/loss value head, "
     "32 simulations (512 at play, by the weights' moving average) valuing an unvisited move at "
     "the network's value, self-play beside the gradient steps on one device, 30 minutes of "
     "training on CPU",
     algorithm="alphazero",
-)
-def preset() -> AlphaZeroConfig:
-    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-
-    return AlphaZeroConfig(
-        env="connect_four",
-        num_games=128,
+    settings={
+        "env": "connect_four",
+        "num_games": 128,
         # (line features: each cell's open lines of four for each side, KataGo-style inputs)
         # (the value as win/draw/loss probabilities, learnt by cross-entropy)
-        network=NetworkConfig(
-            kind="resnet", num_blocks=2, num_channels=32, line_features=True, value_bins=3
-        ),
+        "network": {
+            "kind": "resnet",
+            "num_blocks": 2,
+            "num_channels": 32,
+            "line_features": True,
+            "value_bins": 3,
+        },
         # (an unvisited move's Q: the network's value of its node, not 0, a draw)
-        search=SearchConfig(num_simulations=32, max_nodes=64, fpu="network"),
-        temperature_moves=42,  # every move sampled: positions off the best line get targets
-        root_value_weight=0.75,  # value target: a quarter outcome, 3/4 the search's root value
-        max_episode_steps=42,
-        memory_capacity=1024,  # about 64 epochs of play kept, each position drawn ~4 times
-        augment=True,
-        learning_rate=2e-3,
-        ema_decay=0.9995,  # the weights' moving average (about the last 2,000 steps) plays ...
-        ema_selfplay=False,  # ... evaluations and the saved agent; self-play the trained weights
-        train_batch_size=512,
-        warmup_steps=16,
-        collection_steps_per_epoch=16,
-        train_steps_per_epoch=32,
-        num_epochs=1000,
-        max_wall_seconds=1800.0,
-        overlap=None,  # one device: self-play beside the gradient steps (1.5x the epochs on CPU)
-        eval_every=10,
+        "search": {"num_simulations": 32, "max_nodes": 64, "fpu": "network"},
+        "temperature_moves": 42,  # every move sampled: positions off the best line get targets
+        "root_value_weight": 0.75,  # value target: a quarter outcome, 3/4 the search's root value
+        "max_episode_steps": 42,
+        "memory_capacity": 1024,  # about 64 epochs of play kept, each position drawn ~4 times
+        "augment": True,
+        "learning_rate": 2e-3,
+        "ema_decay": 0.9995,  # the weights' moving average (about the last 2,000 steps) plays ...
+        "ema_selfplay": False,  # ... evaluations and the saved agent; self-play the trained weights
+        "train_batch_size": 512,
+        "warmup_steps": 16,
+        "collection_steps_per_epoch": 16,
+        "train_steps_per_epoch": 32,
+        "num_epochs": 1000,
+        "max_wall_seconds": 1800.0,
+        "overlap": None,  # one device: self-play beside the gradient steps (1.5x the epochs on CPU)
+        "eval_every": 10,
         # evaluations (about 25 s each) kept to a tenth of the clock: 1.23x the epochs in 30
         # minutes, the same accuracy at the end (docs/benchmarks.md)
-        eval_share=0.1,
+        "eval_share": 0.1,
         # plays (evaluation, eval, play) with 16x self-play's search: the network's misjudged
         # openings are what a deeper search corrects
-        eval_simulations=512,
-        eval_games=32,
-        eval_opponents=("random",),
-        eval_accuracy=True,
-    )
+        "eval_simulations": 512,
+        "eval_games": 32,
+        "eval_opponents": ("random",),
+        "eval_accuracy": True,
+    },
+)

@@ -15,7 +15,6 @@ from turbozero.config import register_preset
 from turbozero.games.core import GO_LETTERS, Board, Cell, GameSpec, register_game
 
 if TYPE_CHECKING:
-    from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.arena.agents import Agent
     from turbozero.envs.core import Env
 
@@ -101,38 +100,28 @@ GAMES = tuple(
 )
 
 
-@register_preset(
+register_preset(
     "go_9x9",
     "Go 9x9 (komi 7.5) on the default recipe: ResNet 4x32, 32 simulations, two hours on a 2-core "
     "CPU; evaluated against random and its own earlier networks (Elo), and by `bench/engines.py "
     "--go-run` against GNU Go levels 1 and 10 (Debian's gnugo)",
     algorithm="alphazero",
-)
-def preset() -> AlphaZeroConfig:
-    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-
-    return AlphaZeroConfig(
-        env="go_9x9",
-        num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
-        search=SearchConfig(num_simulations=32, max_nodes=64),
-        max_episode_steps=162,  # (pgx ends a 9x9 game after 2 * 81 moves)
+    base="board",
+    settings={
+        "env": "go_9x9",
+        "max_episode_steps": 162,  # (pgx ends a 9x9 game after 2 * 81 moves)
         # 32 epochs of play kept: with the 8 symmetries the default 64 would take 2.9 GB
-        memory_capacity=512,
-        truncation="bootstrap",
-        augment=True,
-        train_batch_size=512,
-        warmup_steps=16,
-        num_epochs=100_000,
-        max_wall_seconds=7200.0,
-        eval_every=25,
-        eval_games=32,
-        eval_opponents=("random",),
-        elo_pool_size=4,
-    )
+        "memory_capacity": 512,
+        "truncation": "bootstrap",
+        "augment": True,
+        "max_wall_seconds": 7200.0,
+        "eval_every": 25,
+        "eval_opponents": ("random",),
+    },
+)
 
 
-@register_preset(
+register_preset(
     "go_7x7",
     "Go 7x7 (komi 7.5) on the default recipe: ResNet 3x32, 32 simulations, two hours on a 2-core "
     "CPU; evaluated against random, and by `bench/engines.py --go-run` against GNU Go level 1 "
@@ -140,28 +129,21 @@ def preset() -> AlphaZeroConfig:
     algorithm="alphazero",
     # about 2 minutes on 2 cores
     quick=("num_epochs=40", "eval_every=20", "eval_games=16", "max_wall_seconds=240"),
+    base="board",
+    settings={
+        "env": "go_7x7",
+        "network": {"num_blocks": 3},
+        "temperature_moves": 20,
+        "max_episode_steps": 98,  # (pgx ends a 7x7 game after 2 * 49 moves)
+        "memory_capacity": 512,
+        "truncation": "bootstrap",
+        "augment": True,
+        "collection_steps_per_epoch": 16,
+        "train_steps_per_epoch": 32,
+        "max_wall_seconds": 7200.0,
+        "eval_every": 25,
+        "eval_simulations": 128,
+        "eval_opponents": ("random",),
+        "elo_pool_size": 0,  # (no earlier networks as opponents)
+    },
 )
-def preset_7x7() -> AlphaZeroConfig:
-    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-
-    return AlphaZeroConfig(
-        env="go_7x7",
-        num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=3, num_channels=32),
-        search=SearchConfig(num_simulations=32, max_nodes=64),
-        temperature_moves=20,
-        max_episode_steps=98,  # (pgx ends a 7x7 game after 2 * 49 moves)
-        memory_capacity=512,
-        truncation="bootstrap",
-        augment=True,
-        train_batch_size=512,
-        warmup_steps=16,
-        collection_steps_per_epoch=16,
-        train_steps_per_epoch=32,
-        num_epochs=100_000,
-        max_wall_seconds=7200.0,
-        eval_every=25,
-        eval_games=32,
-        eval_simulations=128,
-        eval_opponents=("random",),
-    )

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from turbozero.config import register_preset
 from turbozero.games.core import Board, GameSpec, grid_cells, register_game, square_label
-
-if TYPE_CHECKING:
-    from turbozero.alphazero.config import AlphaZeroConfig
-
 
 GAME = register_game(
     GameSpec(
@@ -26,34 +20,21 @@ GAME = register_game(
 )
 
 
-@register_preset(
+register_preset(
     "othello",
     "Othello 8x8 on the default recipe with 15 sampled moves and 256 positions of memory per "
     "game: ResNet 4x32, 32 simulations, 30 minutes on a 2-core CPU; evaluated against random, "
     "100-simulation rollout MCTS and its own earlier networks (Elo)",
     algorithm="alphazero",
-)
-def preset() -> AlphaZeroConfig:
-    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-
-    return AlphaZeroConfig(
-        env="othello",
-        num_games=64,
-        network=NetworkConfig(kind="resnet", num_blocks=4, num_channels=32),
-        search=SearchConfig(num_simulations=32, max_nodes=64),
-        max_episode_steps=80,
+    base="board",
+    settings={
+        "env": "othello",
+        "max_episode_steps": 80,
         # the recipe's every-move sampling and 64-epoch memory did not transfer to othello: with
         # these two kept from the first preset it beat the first recipe 0.95 over 200 games,
         # without them 0.26 (bench/transfer.py, docs/benchmarks.md)
-        temperature_moves=15,
-        memory_capacity=256,
-        augment=True,
-        train_batch_size=512,
-        warmup_steps=16,
-        num_epochs=100_000,
-        max_wall_seconds=1800.0,  # the budget the preset is measured at (bench/transfer.py)
-        eval_every=10,
-        eval_games=32,
-        eval_opponents=("random", "mcts:100"),
-        elo_pool_size=4,
-    )
+        "temperature_moves": 15,
+        "memory_capacity": 256,
+        "augment": True,
+    },
+)

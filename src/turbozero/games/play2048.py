@@ -22,7 +22,6 @@ from turbozero.games.core import LETTERS, Board, GameSpec, Page, register_game
 from turbozero.types import Array, PRNGKey
 
 if TYPE_CHECKING:
-    from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.envs.pgx import ChanceRules
 
 #: pgx 2048's actions 0..3 (the board turned so that the move slides left, then turned back)
@@ -144,7 +143,7 @@ GAME = register_game(
 )
 
 
-@register_preset(
+register_preset(
     "2048",
     "2048 (one player), MLP, muzero_puct with min-max normalised Q, chance nodes for the new "
     "tiles (search.chance=sampled: one tile drawn per edge instead), the search's best move in "
@@ -158,30 +157,30 @@ GAME = register_game(
         "max_episode_steps=640",
         "max_wall_seconds=240",
     ),
-)
-def preset() -> AlphaZeroConfig:
-    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-
-    return AlphaZeroConfig(
-        env="2048",
-        num_games=64,
-        network=NetworkConfig(kind="mlp", hidden=(256, 256)),
-        search=SearchConfig(
-            selector="muzero_puct", num_simulations=32, max_nodes=65, discount=0.99
-        ),
-        temperature_moves=0,  # the best move (root noise still explores): longer games
-        root_value_weight=0.5,  # value target: half the discounted return, half the root value
-        max_episode_steps=2000,
-        memory_capacity=512,
-        truncation="bootstrap",
-        value_scale=100.0,
-        num_epochs=10_000,
-        max_wall_seconds=1200.0,
-        eval_every=100,  # 64 long games: every 25 epochs took 58% of an hour
-        eval_opponents=(),
-        eval_simulations=0,
+    settings={
+        "env": "2048",
+        "num_games": 64,
+        "network": {"kind": "mlp", "hidden": (256, 256)},
+        "search": {
+            "selector": "muzero_puct",
+            "num_simulations": 32,
+            "max_nodes": 65,
+            "discount": 0.99,
+        },
+        "temperature_moves": 0,  # the best move (root noise still explores): longer games
+        "root_value_weight": 0.5,  # value target: half the discounted return, half the root value
+        "max_episode_steps": 2000,
+        "memory_capacity": 512,
+        "truncation": "bootstrap",
+        "value_scale": 100.0,
+        "num_epochs": 10_000,
+        "max_wall_seconds": 1200.0,
+        "eval_every": 100,  # 64 long games: every 25 epochs took 58% of an hour
+        "eval_opponents": (),
+        "eval_simulations": 0,
         # (measured before the defaults became the Connect Four recipe; kept as measured)
-        learning_rate=1e-3,
-        ema_decay=0.0,
-        overlap=False,
-    )
+        "learning_rate": 1e-3,
+        "ema_decay": 0.0,
+        "overlap": False,
+    },
+)

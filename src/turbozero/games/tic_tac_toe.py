@@ -34,7 +34,6 @@ from turbozero.games.core import (
 from turbozero.types import Array, Params, PRNGKey, PyTree
 
 if TYPE_CHECKING:
-    from turbozero.alphazero.config import AlphaZeroConfig
     from turbozero.arena.accuracy import PositionSet
     from turbozero.arena.agents import Agent, AgentOutput
     from turbozero.envs.core import Env
@@ -194,40 +193,37 @@ GAME = register_game(
 )
 
 
-@register_preset(
+# Every position counts alike in the accuracy measure, so self-play samples every move at
+# temperature 3: the network sees the odd positions bad play leads to (docs/benchmarks.md,
+# "Strength per hour", has the ablation)
+register_preset(
     "tic_tac_toe",
     "Tic-tac-toe, MLP, 64 simulations (128 in play), under a minute of training on a CPU",
     algorithm="alphazero",
-)
-def preset() -> AlphaZeroConfig:
-    from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-
-    # Every position counts alike in the accuracy measure, so self-play samples every move at
-    # temperature 3: the network sees the odd positions bad play leads to (docs/benchmarks.md,
-    # "Strength per hour", has the ablation)
-    return AlphaZeroConfig(
-        env="tic_tac_toe",
-        num_games=64,
-        temperature=3.0,
-        temperature_moves=9,
-        max_episode_steps=9,
-        memory_capacity=64,
-        augment=True,
-        learning_rate=3e-3,
-        train_batch_size=256,
-        warmup_steps=9,
-        collection_steps_per_epoch=9,
-        train_steps_per_epoch=48,
-        num_epochs=80,
-        eval_every=10,
-        eval_games=64,
-        eval_simulations=128,
-        eval_opponents=("random", "perfect"),
-        eval_accuracy=True,
+    settings={
+        "env": "tic_tac_toe",
+        "num_games": 64,
+        "temperature": 3.0,
+        "temperature_moves": 9,
+        "max_episode_steps": 9,
+        "memory_capacity": 64,
+        "augment": True,
+        "learning_rate": 3e-3,
+        "train_batch_size": 256,
+        "warmup_steps": 9,
+        "collection_steps_per_epoch": 9,
+        "train_steps_per_epoch": 48,
+        "num_epochs": 80,
+        "eval_every": 10,
+        "eval_games": 64,
+        "eval_simulations": 128,
+        "eval_opponents": ("random", "perfect"),
+        "eval_accuracy": True,
         # (measured before the defaults became the Connect Four recipe; kept as measured)
-        network=NetworkConfig(kind="mlp", hidden=(64, 64), value_bins=0),
-        search=SearchConfig(num_simulations=64, max_nodes=80, c_puct=1.25, fpu="zero"),
-        root_value_weight=0.0,
-        ema_decay=0.0,
-        overlap=False,
-    )
+        "network": {"kind": "mlp", "hidden": (64, 64), "value_bins": 0},
+        "search": {"num_simulations": 64, "max_nodes": 80, "c_puct": 1.25, "fpu": "zero"},
+        "root_value_weight": 0.0,
+        "ema_decay": 0.0,
+        "overlap": False,
+    },
+)

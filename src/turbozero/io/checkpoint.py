@@ -421,3 +421,36 @@ class Checkpointer:
 
     def close(self) -> None:
         self.manager.close()
+
+
+#: which network of a run `load_agent` plays: the best one so far, or the latest trained
+WHICH = ("best", "latest")
+
+
+def check_which(which: str) -> str:
+    """`which`, one of `WHICH`; a `ValueError` naming it otherwise."""
+    if which not in WHICH:
+        raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+    return which
+
+
+def restore_checkpoint(
+    directory: str | os.PathLike[str], like: Any, *, step: int | None = None
+) -> tuple[Any, dict[str, Any], int]:
+    """`(tree, meta, step)`: the checkpoint `step` of `directory` (None: the newest) restored
+    into `like`'s structure, shapes and dtypes, with its side record; for loading an agent (a
+    reader: it cleans nothing up and keeps every step).
+
+    Raises:
+        FileNotFoundError: there is no checkpoint.
+        CheckpointError: as `Checkpointer.restore`.
+    """
+    reader = Checkpointer(directory, keep=None)
+    try:
+        step = reader.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"no checkpoint in {directory}")
+        tree, meta = reader.restore(like, step=step)
+    finally:
+        reader.close()
+    return tree, meta, int(step)

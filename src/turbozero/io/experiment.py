@@ -16,7 +16,9 @@ checkpoint holds and how it comes back, its part of the summary); the runner doe
 With several processes (`jax.distributed`), process 0 writes the run directory and decides for all
 of them (`agree`): whether the run may start, when its time is up and when to stop.
 
-`turbozero.alphazero.train` and `turbozero.ppo.train` hold the two algorithms' steps.
+`turbozero.alphazero.train`, `turbozero.ppo.train` and `turbozero.td.train` hold the algorithms'
+steps; the end of this module holds what their `train` functions share (`RunHooks`,
+`read_run_config`, `train_in_one_process`; `turbozero.config.resolve_config` beside the presets).
 """
 
 from __future__ import annotations
@@ -35,11 +37,15 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from turbozero.algorithms import algorithm
 from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.logger import MetricsLogger
+from turbozero.io.logger import MetricsLogger, check_logging_extras
 from turbozero.io.plots import plot_run
+from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
+from turbozero.runtime import configure_or_say_why
+from turbozero.validate import check_count
 
 Row = dict[str, Any]
 
@@ -78,7 +84,7 @@ class Algorithm(Protocol):
 
     Attributes:
         name: the algorithm's name, recorded in `config.json` and the summary (one of
-            `turbozero.io.rundir.ALGORITHMS`).
+            `turbozero.algorithms`).
         config: its typed config (`turbozero.config.Config`: `to_dict`, `from_dict`, `diff`,
             `keep_checkpoints`, `checkpoint_every`, and the loggers' `tensorboard` and
             `wandb_project`).
@@ -434,4 +440,154 @@ def run_experiment(
             f"done: {epoch}/{last_epoch} epochs, {algorithm.env_steps(epoch):,} environment "
             f"steps -> {run_dir.path}"
         )
+        play = f", or play it: turbozero play {run_dir.path}" if _playable(algorithm) else ""
+        log.info(f"next: turbozero eval {run_dir.path}{play}")
         return summary
+
+
+def _playable(algorithm: Algorithm) -> bool:
+    """Whether the play page serves the run's agent (a two-player game's)."""
+    return int(getattr(algorithm, "num_players", 0)) == 2
+
+
+# ----------------------------------------------------------------------------- the shared kit
+# What every algorithm's `train` and run hooks need beyond the runner: written once here.
+
+
+class RunHooks:
+    """A base for an algorithm's run hooks (`Algorithm`), with the steps most algorithms leave
+    as they are: `record` adds nothing to `config.json`, `start` and `resumed` do nothing, `init`
+    runs `initial_state` compiled and `restore_target` gives its shapes, `restored` takes back
+    the last epoch's `final_metrics` and evaluation `eval` (as `checkpoint` saved them, see
+    `saved_record`) and returns the tree, `env_steps` counts `steps_per_epoch` an epoch. The
+    subclass sets `name`, gives `config` (its `env` and `max_wall_seconds`, where it has one,
+    are read from it) and `initial_state`, and sets `steps_per_epoch`.
+    """
+
+    name: str
+    resume_may_change: tuple[str, ...] = ()
+    resume_notes: Mapping[str, str] = {}
+    steps_per_epoch: int = 0
+
+    def initial_state(self) -> Any:
+        """The state a new run starts from (traced: `init` compiles it)."""
+        raise NotImplementedError
+
+    def memory(self) -> tuple[int, str, str] | None:
+        """`(bytes, what, settings to lower)`: the run's memory at its peak, estimated from
+        shapes alone before anything is allocated (`check_fits_in_memory`); None: not known."""
+        return None
+
+    def init(self) -> Any:
+        return jax.jit(self.initial_state)()
+
+    def restore_target(self, meta: dict[str, Any]) -> Any:
+        return jax.eval_shape(self.initial_state)
+
+    def env_steps(self, epoch: int) -> int:
+        return epoch * self.steps_per_epoch
+
+    def __init__(self, config: Any):
+        self.config = config
+        self.env_name = config.env
+        self.max_wall_seconds = float(getattr(config, "max_wall_seconds", 0.0))
+        self.final_metrics: dict[str, float] = {}  # the last epoch's training metrics
+        self.eval_row: Row = {}  # and the last evaluation's
+        self._compiled: Any = None
+
+    def record(self, saved: dict[str, Any] | None, run_dir: RunDir) -> dict[str, Any]:
+        return {}
+
+    def start(self, run: Run) -> None:
+        pass
+
+    def restored(self, run: Run, tree: Any, meta: dict[str, Any]) -> Any:
+        self.final_metrics = dict(meta.get("final_metrics", {}))
+        self.eval_row = dict(meta.get("eval", {}))
+        return tree
+
+    def resumed(self, run: Run, state: Any, epoch: int) -> None:
+        pass
+
+    def saved_record(self, **entries: Any) -> dict[str, Any]:
+        """A checkpoint's side record: `entries`, the last epoch's metrics and evaluation."""
+        return {**entries, "final_metrics": self.final_metrics, "eval": self.eval_row}
+
+    def summary_record(self, **entries: Any) -> dict[str, Any]:
+        """The summary's own entries: `entries`, the last epoch's metrics, and the last
+        evaluation with its keys' `eval/` left off."""
+        evaluation = {k.removeprefix("eval/"): v for k, v in self.eval_row.items()}
+        return {**entries, "final_metrics": self.final_metrics, "eval": evaluation}
+
+    def timed_call(
+        self, run: Run, program: Any, *args: Any, static: tuple[Any, ...] = ()
+    ) -> tuple[Any, float, Row]:
+        """`program(*args, *static)` (a `jax.jit`ted function whose last arguments `static` are
+        static), compiled at its first call before the clock starts; `(out, seconds, row)` with
+        the row's `compile_seconds` on the first call. A second Ctrl-C during the call aborts at
+        its end."""
+        row: Row = {}
+        if self._compiled is None:
+            t = time.perf_counter()
+            self._compiled = program.lower(*args, *static).compile()
+            row["compile_seconds"] = time.perf_counter() - t
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(self._compiled(*args))
+        run.flag.check_abort()
+        return out, time.perf_counter() - t0, row
+
+
+def read_run_config(run: RunDir, *, algorithm: str, config_class: Any) -> tuple[Any, str | None]:
+    """The config (a `config_class`) and the preset name a run directory of `algorithm` holds.
+
+    Raises:
+        FileNotFoundError: `run` has no config.json.
+        ValueError: the run is another algorithm's.
+    """
+    saved = run.read_config(algorithm)
+    return config_class.from_record(saved["config"]), saved.get("preset")
+
+
+def train_in_one_process(
+    hooks_class: Any,
+    config: Any,
+    preset: str | None,
+    run_dir: str | Path | None,
+    *,
+    resume: bool,
+    progress: bool | None,
+    stop_after: tuple[str, int | None],
+    check_memory: bool,
+) -> dict[str, Any]:
+    """An algorithm's `train` that runs in one process, once for all of them: `config` (resolved,
+    `turbozero.config.resolve_config`; `preset` its preset's name) made into `hooks_class(config)`
+    (a `RunHooks` with `name` and `epochs`), a run joined to others refused, the loggers' extras and
+    (with `check_memory`) the memory `hooks.memory()` estimates checked before the run directory
+    exists, then `run_experiment` in `run_dir` (default `runs/PRESET-TIMESTAMP`) until `stop_after`
+    (`(argument name, epochs or None)`: where to stop early) or the config's last epoch."""
+    cfg = config
+    argument, stop = stop_after
+    if stop is not None:
+        stop = check_count(argument, stop, low=1)
+    configure_or_say_why()
+    title = algorithm(hooks_class.name).title
+    if jax.process_count() > 1:
+        raise ValueError(
+            f"{title} training runs in one process, but {jax.process_count()} processes were "
+            f"joined (TURBOZERO_COORDINATOR): run it without the TURBOZERO_* variables; many "
+            f"hosts are for AlphaZero training"
+        )
+    hooks = hooks_class(cfg)
+    check_logging_extras(cfg)
+    memory = hooks.memory() if check_memory else None
+    if memory is not None:
+        nbytes, what, lower = memory
+        check_fits_in_memory(nbytes, what, lower=lower)
+    return run_experiment(
+        hooks,
+        RunDir(run_dir or stamped_run_dir(preset or hooks.name)),
+        resume=resume,
+        preset=preset,
+        last_epoch=min(stop or hooks.epochs, hooks.epochs),
+        progress=progress,
+    )

@@ -23,11 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from turbozero.algorithms import UnknownAlgorithmError
+from turbozero.algorithms import algorithm as algorithm_entry
 from turbozero.io.errors import DamagedRunError, RunInUseError, RunPathError
 from turbozero.validate import is_digits
-
-#: the algorithms whose runs this layout holds (`config.json`'s "algorithm")
-ALGORITHMS = ("alphazero", "ppo", "td")
 
 #: files a run writes in place (appended to, or truncated and rewritten) rather than replaces
 IN_PLACE = (".lock", "metrics.jsonl")
@@ -254,9 +253,9 @@ class RunDir:
         return json.loads((self.path / name).read_text())
 
     def read_config(self, algorithm: str | None = None) -> dict[str, Any]:
-        """The run's `config.json`: an object naming a known `algorithm` ("alphazero" or
-        "ppo", or exactly `algorithm` when given) and holding its `config` object (and, if any,
-        a `parts` object).
+        """The run's `config.json`: an object naming a registered algorithm
+        (`turbozero.algorithms`; exactly `algorithm` when given) and holding its `config` object
+        (and, if any, a `parts` object).
 
         Raises:
             FileNotFoundError: no config.json.
@@ -275,11 +274,10 @@ class RunDir:
                 f"writes"
             )
         name = saved.get("algorithm")
-        if name not in ALGORITHMS:
-            raise DamagedRunError(
-                f"{self.config_path} names no algorithm turbozero knows ({name!r}; "
-                f"{' or '.join(map(repr, ALGORITHMS))}): is it a turbozero run directory?"
-            )
+        try:
+            algorithm_entry(name, where=str(self.config_path))
+        except UnknownAlgorithmError as err:
+            raise DamagedRunError(str(err)) from None
         if not isinstance(saved.get("config"), dict):
             raise DamagedRunError(f"{self.config_path} has no 'config' object")
         if not isinstance(saved.get("parts", {}), dict):

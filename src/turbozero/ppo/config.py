@@ -179,63 +179,62 @@ class PPOConfig(Config):
         return self.num_updates // self.num_updates_per_eval
 
 
-@register_preset(
-    "ppo_cartpole", "PPO on gymnax CartPole-v1 (4 envs x 128 steps, ~0.5M steps)", algorithm="ppo"
+register_preset(
+    "ppo_cartpole",
+    "PPO on gymnax CartPole-v1 (4 envs x 128 steps, ~0.5M steps)",
+    algorithm="ppo",
+    settings={
+        "env": "gymnax:CartPole-v1",
+        "num_envs": 4,
+        "rollout_length": 128,
+        "num_updates": 1000,
+        "num_updates_per_eval": 50,
+        "epochs": 4,
+        "num_minibatches": 4,
+        "actor_lr": 2.5e-4,
+        "critic_lr": 2.5e-4,
+        "eval_max_steps": 500,
+    },
 )
-def ppo_cartpole() -> PPOConfig:
-    return PPOConfig(
-        env="gymnax:CartPole-v1",
-        num_envs=4,
-        rollout_length=128,
-        num_updates=1000,
-        num_updates_per_eval=50,
-        epochs=4,
-        num_minibatches=4,
-        actor_lr=2.5e-4,
-        critic_lr=2.5e-4,
-        eval_max_steps=500,
-    )
 
-
-@register_preset(
-    "ppo_acrobot", "PPO on gymnax Acrobot-v1 (16 envs x 128 steps, ~0.5M steps)", algorithm="ppo"
+register_preset(
+    "ppo_acrobot",
+    "PPO on gymnax Acrobot-v1 (16 envs x 128 steps, ~0.5M steps)",
+    algorithm="ppo",
+    settings={
+        "env": "gymnax:Acrobot-v1",
+        "num_envs": 16,
+        "rollout_length": 128,
+        "num_updates": 240,
+        "num_updates_per_eval": 20,
+        "epochs": 4,
+        "num_minibatches": 8,
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "normalize_observations": True,
+        "eval_max_steps": 500,
+    },
 )
-def ppo_acrobot() -> PPOConfig:
-    return PPOConfig(
-        env="gymnax:Acrobot-v1",
-        num_envs=16,
-        rollout_length=128,
-        num_updates=240,
-        num_updates_per_eval=20,
-        epochs=4,
-        num_minibatches=8,
-        actor_lr=1e-3,
-        critic_lr=1e-3,
-        normalize_observations=True,
-        eval_max_steps=500,
-    )
 
-
-@register_preset(
+register_preset(
     "ppo_pendulum",
     "PPO on gymnax Pendulum-v1 (continuous, 16 envs x 128 steps, ~2M steps)",
     algorithm="ppo",
+    settings={
+        "env": "gymnax:Pendulum-v1",
+        "num_envs": 16,
+        "rollout_length": 128,
+        "num_updates": 1000,
+        "num_updates_per_eval": 50,
+        "epochs": 10,
+        "num_minibatches": 32,
+        "gamma": 0.95,
+        "gae_lambda": 0.95,
+        "ent_coef": 0.0,
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "reward_scale": 0.1,
+        "normalize_observations": True,
+        "eval_max_steps": 200,
+    },
 )
-def ppo_pendulum() -> PPOConfig:
-    return PPOConfig(
-        env="gymnax:Pendulum-v1",
-        num_envs=16,
-        rollout_length=128,
-        num_updates=1000,
-        num_updates_per_eval=50,
-        epochs=10,
-        num_minibatches=32,
-        gamma=0.95,
-        gae_lambda=0.95,
-        ent_coef=0.0,
-        actor_lr=1e-3,
-        critic_lr=1e-3,
-        reward_scale=0.1,
-        normalize_observations=True,
-        eval_max_steps=200,
-    )

@@ -1135,3 +1135,102 @@ def make_ppo(
         config=config,
         hyperparams=hyperparams_of(config),
     )
+
+
+# ---------------------------------------------------------------- what a run's checkpoint holds
+
+
+class CheckpointState(NamedTuple):
+    """What a PPO checkpoint holds (`S` seeds; every leaf has a leading `[S]` axis but the key).
+
+    Attributes:
+        learner: the seed-batched `LearnerState`.
+        best_params: each seed's parameters with the highest mean evaluation return so far.
+        best_obs_stats: the observation statistics those parameters were evaluated with.
+        best_return: `[S]` that evaluation return (-inf before the first evaluation).
+        eval_key: PRNG key consumed by the next evaluation.
+    """
+
+    learner: LearnerState
+    best_params: ActorCriticParams
+    best_obs_stats: obs_norm.RunningStats
+    best_return: Array
+    eval_key: PRNGKey
+
+
+def seed_keys(config: PPOConfig) -> tuple[PRNGKey, Array]:
+    """The evaluation key and the `[S]` initialisation keys of a run."""
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.num_seeds + 1)
+    return keys[0], keys[1:]
+
+
+def initial_checkpoint(ppo: PPO) -> CheckpointState:
+    """The `CheckpointState` a run starts from (`jit` it: it initialises every seed)."""
+    eval_key, keys = seed_keys(ppo.config)
+    learner = jax.vmap(ppo.init)(keys)
+    return CheckpointState(
+        learner=learner,
+        best_params=learner.params,
+        best_obs_stats=learner.obs_stats,
+        best_return=jnp.full((ppo.config.num_seeds,), -jnp.inf, jnp.float32),
+        eval_key=eval_key,
+    )
+
+
+def abstract_checkpoint(ppo: PPO) -> Any:
+    """Shapes and dtypes of a run's `CheckpointState` (nothing is computed); to restore into."""
+    return jax.eval_shape(functools.partial(initial_checkpoint, ppo))
+
+
+@jax.jit
+def keep_best(ckpt: CheckpointState, returns: Array) -> CheckpointState:
+    """Keep each seed's parameters whose evaluation beat its best so far; a NaN evaluation (a
+    diverged seed) never counts as better and leaves the stored best return as it was."""
+    better = returns > ckpt.best_return  # False for NaN
+
+    def pick(new: Array, old: Array) -> Array:
+        return jnp.where(better.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
+
+    params, stats = jax.tree.map(
+        pick,
+        (ckpt.learner.params, ckpt.learner.obs_stats),
+        (ckpt.best_params, ckpt.best_obs_stats),
+    )
+    return ckpt._replace(
+        best_params=params,
+        best_obs_stats=stats,
+        best_return=jnp.where(better, returns, ckpt.best_return),
+    )
+
+
+# ---------------------------------------------------------------- a run's rows, seed means
+
+
+def seed_means(tree: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Seed means of a dict of arrays."""
+    return {prefix + k: float(np.mean(np.asarray(v))) for k, v in tree.items()}
+
+
+def epoch_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Seed-mean training metrics of one call (`[S, U]` leaves): the last update's losses, and
+    episode statistics over every episode that finished during the call (NaN if none did)."""
+    out = seed_means({k: np.asarray(v)[:, -1] for k, v in metrics.items()})
+    episodes = np.asarray(metrics["episodes"])
+    total = float(episodes.sum())
+    for name in ("episode_return", "episode_length"):
+        weighted = float((np.asarray(metrics[name]) * episodes).sum())
+        out[name] = weighted / total if total > 0 else float("nan")
+    out["episodes"] = total / episodes.shape[0]
+    return out
+
+
+def eval_row(metrics: dict[str, Any]) -> dict[str, Any]:
+    """`eval/return` (the seeds' mean of each seed's mean episode return), the other statistics
+    likewise as means over seeds of per-seed values (`eval/return_max` is the mean of each
+    seed's best episode, not the best over all seeds), and `eval/return_per_seed`."""
+    row = {
+        ("eval/return" if k == "return_mean" else f"eval/{k}"): v
+        for k, v in seed_means(metrics).items()
+    }
+    row["eval/return_per_seed"] = np.asarray(metrics["return_mean"]).tolist()
+    return row

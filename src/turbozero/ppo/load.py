@@ -26,18 +26,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.agents import Agent, AgentOutput, legal_mask, make_agent, masked_softmax
-from turbozero.envs.core import Env, check_batched
-from turbozero.io.checkpoint import Checkpointer
-from turbozero.io.rundir import RunDir
+from turbozero.arena.agents import AgentOutput, LoadedAgent, legal_mask, make_agent, masked_softmax
+from turbozero.io.checkpoint import check_which, restore_checkpoint
+from turbozero.io.experiment import read_run_config
+from turbozero.io.rundir import find_run_dir
 from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, make_ppo
 from turbozero.ppo.networks import ActorCriticParams, Categorical, MultiCategorical
-from turbozero.ppo.train import abstract_checkpoint, read_run_config
+from turbozero.ppo.train import abstract_checkpoint
 from turbozero.types import PRNGKey, PyTree
-
-WHICH = ("best", "latest")
 
 
 class PPOAgentParams(NamedTuple):
@@ -96,34 +94,6 @@ class PPOPolicy:
         return AgentOutput(action, weights, value)
 
 
-class LoadedAgent(NamedTuple):
-    """A PPO agent restored from a run, with its environment and config.
-
-    Attributes:
-        agent: the `turbozero.arena.Agent` (params: `PPOAgentParams`) for `play_match` & co.
-        env: the environment the agent was trained on (`turbozero.envs.make(config.env)`).
-        config: the run's `PPOConfig`.
-        seed: the index of the seed (of `config.num_seeds`) whose parameters were loaded.
-        step: the checkpoint step (epoch) they come from.
-    """
-
-    agent: Agent
-    env: Env
-    config: PPOConfig
-    seed: int
-    step: int
-
-    def policy(self, states: PyTree, key: PRNGKey) -> AgentOutput:
-        """`agent.policy`: the output on `states` (batched on the leading axis); consumes `key`."""
-        check_batched(self.env, states, "policy")
-        return self.agent.policy(states, key)
-
-    def act(self, states: PyTree, key: PRNGKey) -> Any:
-        """`agent.act`: the actions `[B]` (or `[B, D]` continuous) on `states`; consumes `key`."""
-        check_batched(self.env, states, "act")
-        return self.agent.act(states, key)
-
-
 def best_seed(scores: np.ndarray) -> int:
     """The seed with the highest evaluation return; a diverged one (NaN) only if all are."""
     return int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
@@ -132,21 +102,13 @@ def best_seed(scores: np.ndarray) -> int:
 def _restore(
     path: str | os.PathLike[str], which: str, seed: int | None, step: int | None
 ) -> tuple[PPO, PPOAgentParams, int, int]:
-    if which not in WHICH:
-        raise ValueError(f"which must be one of {WHICH}, got {which!r}")
-    run = RunDir(path)
-    config, _ = read_run_config(run)
+    check_which(which)
+    run = find_run_dir(path)
+    config, _ = read_run_config(run, algorithm="ppo", config_class=PPOConfig)
     if seed is not None and not 0 <= seed < config.num_seeds:
         raise ValueError(f"seed must be in [0, {config.num_seeds}), got {seed}")
     ppo = make_ppo(config)
-    ckpt_io = Checkpointer(run.checkpoints, keep=None)
-    try:
-        step = ckpt_io.latest_step() if step is None else step
-        if step is None:
-            raise FileNotFoundError(f"no checkpoint in {run.checkpoints}")
-        ckpt, meta = ckpt_io.restore(abstract_checkpoint(ppo), step=step)
-    finally:
-        ckpt_io.close()
+    ckpt, meta, step = restore_checkpoint(run.checkpoints, abstract_checkpoint(ppo), step=step)
     if which == "best":
         params, stats = ckpt.best_params, ckpt.best_obs_stats
         scores = np.asarray(ckpt.best_return)
@@ -186,7 +148,16 @@ def load_agent(
     ppo, params, seed, step = _restore(path, which, seed, step)
     name = f"ppo:{ppo.config.env}:{which}@{step}"
     agent = make_agent(PPOPolicy(ppo, sample=bool(sample)), params, name=name)
-    return LoadedAgent(agent=agent, env=ppo.env, config=ppo.config, seed=seed, step=step)
+    path = find_run_dir(path).path
+    return LoadedAgent(agent, ppo.env, ppo.config, path, step, "ppo", seed=seed)
+
+
+def load(
+    path: str | os.PathLike[str], *, which: str, step: int | None, temperature: float = 0.0
+) -> LoadedAgent:
+    """`load_agent` as `turbozero.load_agent` calls it (`turbozero.algorithms`): the best
+    seed's agent, greedy at `temperature` 0 and sampling its policy above."""
+    return load_agent(path, which=which, sample=temperature > 0, step=step)
 
 
 def evaluate_run(

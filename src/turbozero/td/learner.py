@@ -238,6 +238,34 @@ def make_td(config: TDConfig) -> TD:
     )
 
 
+class CheckpointState(NamedTuple):
+    """What a TD run's checkpoint holds.
+
+    Attributes:
+        learner: the `TDState`.
+        best_params: the network with the most points a game against the first opponent.
+        best_points: `[]` those points (-inf before the first evaluation).
+        eval_key: consumed by the next evaluation.
+    """
+
+    learner: TDState
+    best_params: Params
+    best_points: Array
+    eval_key: PRNGKey
+
+
+def initial_checkpoint(td: TD) -> CheckpointState:
+    """The state a run starts from (`jit` it)."""
+    eval_key, key = jax.random.split(jax.random.PRNGKey(td.config.seed))
+    learner = td.init(key)
+    return CheckpointState(learner, learner.params, jnp.float32(-jnp.inf), eval_key)
+
+
+def abstract_checkpoint(td: TD) -> Any:
+    """Shapes and dtypes of a run's `CheckpointState` (nothing computed); to restore into."""
+    return jax.eval_shape(functools.partial(initial_checkpoint, td))
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class TDPolicy:
     """`policy_fn(params, states [B], key) -> AgentOutput` of a TD value network: in each state

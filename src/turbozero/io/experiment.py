@@ -537,15 +537,16 @@ class RunHooks:
         return out, time.perf_counter() - t0, row
 
 
-def read_run_config(run: RunDir, *, algorithm: str, config_class: Any) -> tuple[Any, str | None]:
-    """The config (a `config_class`) and the preset name a run directory of `algorithm` holds.
+def read_run_config(run: RunDir, name: str) -> tuple[Any, str | None]:
+    """The config (its registered config class's) and the preset name a run directory of the
+    algorithm `name` holds.
 
     Raises:
         FileNotFoundError: `run` has no config.json.
         ValueError: the run is another algorithm's.
     """
-    saved = run.read_config(algorithm)
-    return config_class.from_record(saved["config"]), saved.get("preset")
+    saved = run.read_config(name)
+    return algorithm(name).config_class().from_record(saved["config"]), saved.get("preset")
 
 
 def train_in_one_process(

@@ -31,7 +31,6 @@ from turbozero.io.checkpoint import check_which, restore_checkpoint
 from turbozero.io.experiment import read_run_config
 from turbozero.io.rundir import find_run_dir
 from turbozero.ppo import normalize as obs_norm
-from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.learner import PPO, make_ppo
 from turbozero.ppo.networks import ActorCriticParams, Categorical, MultiCategorical
 from turbozero.ppo.train import abstract_checkpoint
@@ -104,7 +103,7 @@ def _restore(
 ) -> tuple[PPO, PPOAgentParams, int, int]:
     check_which(which)
     run = find_run_dir(path)
-    config, _ = read_run_config(run, algorithm="ppo", config_class=PPOConfig)
+    config, _ = read_run_config(run, "ppo")
     if seed is not None and not 0 <= seed < config.num_seeds:
         raise ValueError(f"seed must be in [0, {config.num_seeds}), got {seed}")
     ppo = make_ppo(config)

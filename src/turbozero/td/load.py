@@ -15,7 +15,6 @@ from turbozero.arena.agents import LoadedAgent
 from turbozero.io.checkpoint import check_which, restore_checkpoint
 from turbozero.io.experiment import read_run_config
 from turbozero.io.rundir import find_run_dir
-from turbozero.td.config import TDConfig
 from turbozero.td.learner import abstract_checkpoint, make_td, td_agent
 
 
@@ -39,7 +38,7 @@ def load_agent(
 
     check_which(which)
     run = find_run_dir(path)
-    config, _ = read_run_config(run, algorithm="td", config_class=TDConfig)
+    config, _ = read_run_config(run, "td")
     td = make_td(config)
     ckpt, _, step = restore_checkpoint(run.checkpoints, abstract_checkpoint(td), step=step)
     # (before its first evaluation a run has no best: its network as trained so far)

@@ -3,12 +3,16 @@
 Run it: `python examples/custom_game.py` — it checks the game against the contract and lets a
 small search play it, which finds the winning strategy (leave a multiple of 4).
 
-The file is also all turbozero needs to know the game everywhere: `register()` adds its
-`GameSpec` (how to build it, how its moves are named and its position drawn) and a preset, after
-which `turbozero envs` lists it, `train(get_preset("nim").make(), ...)` trains it, the play page
-plays it and the evaluation's game records show it. From the command line, import the file
-first: `python -c "import custom_game; custom_game.register(); from turbozero.cli import main;
-main()" train nim`.
+The file is also all turbozero needs to know the game everywhere: its `register()` adds the
+game's `GameSpec` (how to build it, how its moves are named and its position drawn) and a
+preset. Name the file on the command line and turbozero imports it and calls `register()`:
+
+    turbozero train nim --game examples/custom_game.py --out runs/nim
+    turbozero eval runs/nim --trust-run
+    turbozero play runs/nim --trust-run
+
+(the run records the file, which `eval`, `play` and `--resume` import again: `--trust-run`, as
+for any code a run names). docs/own-game.md walks through it.
 """
 
 from __future__ import annotations
@@ -110,7 +114,11 @@ def preset():
 
 
 def register() -> None:
-    """Make the game and its preset known to turbozero (once per process; again is a no-op)."""
+    """Make the game and its preset known to turbozero (once per process; again is a no-op).
+
+    Importing the file registers nothing: turbozero calls this (`--game`,
+    `turbozero.gamespec.load_game_module`), and other code may import the file freely.
+    """
     from turbozero.config import PRESETS, register_preset
     from turbozero.games import Board, GameSpec, game_spec, register_game
 

@@ -224,7 +224,7 @@ def _training_runs_draw_no_plots() -> Iterator[None]:
     from turbozero.io import experiment
 
     drawn = experiment.plot_run
-    experiment.plot_run = lambda rows, out_dir: []
+    experiment.plot_run = lambda rows, out_dir, **_: []
     yield
     experiment.plot_run = drawn
 

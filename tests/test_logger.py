@@ -154,9 +154,21 @@ def test_a_stopped_run_says_how_to_resume(tmp_path, capsys):
     assert "stopped at epoch 14/80" in out and f"--out {rd.path} --resume" in out
 
 
-def test_the_epoch_line_shows_gnubgs_error_rate_in_backgammon():
+def test_the_epoch_line_words_gnubgs_error_rate_as_backgammons_judge_says():
+    from turbozero.gamespec import game_spec
+    from turbozero.io.experiment import judge_of
     from turbozero.io.logger import epoch_line
+    from turbozero.io.plots import strength_series
 
     row = {"epoch": 200, "eval/gnubg/error_rate": 252.197, "eval/gnubg/best": 0.185}
-    line = epoch_line(row, 1000, None)
+    judge = judge_of("pgx:backgammon")
+    assert judge is game_spec("backgammon").judge and judge is not None
+    line = epoch_line(row, 1000, None, judge)
     assert line.endswith("| gnubg error rate 252.2 (best play 18.5%)")
+    # the log and the plots word no engine themselves: without the game's judge, no gnubg words
+    assert "gnubg" not in epoch_line(row, 1000, None)
+    rows = [{**row, "env_steps": 1}]
+    assert strength_series(rows, judge)["gnubg's best play"] == {
+        "share of positions": "eval/gnubg/best"
+    }
+    assert not any("gnubg" in title for title in strength_series(rows))

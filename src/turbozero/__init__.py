@@ -28,7 +28,7 @@ def load_agent(  # type: ignore[no-untyped-def]
     search=None,
 ):
     """A ready agent from a run directory or checkpoint (see `turbozero.loading.load_agent`)."""
-    from turbozero.loading import load_agent as _load
+    from turbozero.loading import load_agent as _load  # (the package root stays light)
 
     return _load(
         path,

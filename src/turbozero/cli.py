@@ -12,9 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import turbozero
 from turbozero.algorithms import algorithm
-from turbozero.config import PRESETS, ConfigError, get_preset
-from turbozero.io import outside
+from turbozero.config import PRESETS, ConfigError, config_listing, get_preset, load_presets
+from turbozero.gamespec import game_spec, load_game_module
+from turbozero.io import enable_compilation_cache, outside
 from turbozero.io.errors import (
     CheckpointError,
     DamagedRunError,
@@ -24,6 +26,8 @@ from turbozero.io.errors import (
     TooLargeError,
     UntrustedRunError,
 )
+from turbozero.io.plots import plot_run
+from turbozero.io.rundir import RunDir, check_run_path, find_run_dir, load_run_game
 
 #: errors of a disk that refuses writes: read-only, full, over quota
 DISK_ERRORS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT)
@@ -53,21 +57,15 @@ def _exit_at_once_on_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
-def _load_presets() -> None:
-    from turbozero.config import load_presets
-
-    load_presets()
-
-
 def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
     """`(config, algorithm, preset)` of the run in `--out`: its own config.json with `--set`
     applied (a resumed run may change only where it stops; `train` refuses the rest)."""
-    from turbozero.arena.opponents import check_run_opponents
-    from turbozero.io.rundir import RunDir
+    from turbozero.arena.opponents import check_run_opponents  # (pgx: loaded to run)
 
     if not RunDir(args.out).is_run():
         raise FileNotFoundError(f"{args.out!r} is not a run directory (no config.json) to resume")
     saved = RunDir(args.out).read_config()
+    load_run_game(RunDir(args.out), trust=args.trust_run)  # (before its config names the game)
     name = saved["algorithm"]
     # (the opponents a resumed run plays are the run's: a command among them is its code)
     check_run_opponents(args.out, saved["config"].get("eval_opponents"), trust=args.trust_run)
@@ -80,7 +78,11 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    _load_presets()
+    if args.game is not None and args.resume:
+        raise ConfigError("--game is for a new run; --resume imports the run's own (--trust-run)")
+    if args.game is not None:
+        load_game_module(args.game)  # (its register() adds the game and its presets)
+    load_presets()
     if args.resume and args.out is None:
         raise ConfigError("--resume needs --out RUN_DIR, the run to continue")
     if args.resume and args.quick:
@@ -95,11 +97,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             quick = f" Quick try (--quick): {' '.join(p.quick)}" if p.quick else ""
             print(f"{name:<{width}}  [{p.algorithm}] {p.description}{quick}")
         return 0
-    from turbozero.io import enable_compilation_cache
 
     if args.out is not None:
-        from turbozero.io.rundir import check_run_path
-
         check_run_path(args.out)  # before anything is built (`--out ''` is no default)
     enable_compilation_cache()
     out = Path(args.out) if args.out is not None else None
@@ -132,9 +131,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import functools
     import json
 
-    import turbozero
-    from turbozero.arena import evaluation
-    from turbozero.io import enable_compilation_cache
+    from turbozero.arena import evaluation  # (pgx: loaded to run)
 
     evaluation.check_eval_counts(
         simulations=args.simulations,
@@ -184,8 +181,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _play_settings(items: list[str]) -> dict[str, Any]:
     """`eval --set search.NAME=VALUE ...` as `load_agent`'s `search`, each value parsed by its
     setting's type; a `ConfigError` for a setting that cannot change at play."""
-    from turbozero.alphazero.config import SearchConfig
-    from turbozero.alphazero.load import PLAY_SEARCH_SETTINGS
+    from turbozero.alphazero.config import SearchConfig  # (pgx: loaded to run)
+    from turbozero.alphazero.load import PLAY_SEARCH_SETTINGS  # (pgx: loaded to run)
 
     names, stripped = [], []
     for item in items:
@@ -204,7 +201,7 @@ def _play_settings(items: list[str]) -> dict[str, Any]:
 
 def _play_search_of(loaded: Any) -> dict[str, Any]:
     """The play settings an AlphaZero agent searches with (none for PPO)."""
-    from turbozero.alphazero.load import PLAY_SEARCH_SETTINGS
+    from turbozero.alphazero.load import PLAY_SEARCH_SETTINGS  # (pgx: loaded to run)
 
     search = getattr(getattr(loaded, "config", None), "search", None)
     return {} if search is None else {k: getattr(search, k) for k in PLAY_SEARCH_SETTINGS}
@@ -212,12 +209,13 @@ def _play_search_of(loaded: Any) -> dict[str, Any]:
 
 def _check_searching_flags(args: argparse.Namespace) -> None:
     """`eval`'s flags that change a search refused for a run that does not search."""
+    from turbozero.loading import run_algorithm  # (pgx: loaded to run)
+
     searched = [("--simulations", args.simulations), ("--set", args.set or None)]
     searched.append(("--weights", None if args.weights == "playing" else args.weights))
     for flag, value in searched:
         if value is None:
             continue
-        from turbozero.loading import run_algorithm
 
         rd, name = run_algorithm(args.run_dir)
         entry = algorithm(name)
@@ -229,8 +227,7 @@ def _check_searching_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from turbozero.io import enable_compilation_cache
-    from turbozero.play import serve
+    from turbozero.play import serve  # (pgx: loaded to run)
 
     if args.simulations is not None and args.simulations < 1:
         raise ConfigError(f"--simulations must be >= 1, got {args.simulations}")
@@ -261,7 +258,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from turbozero.reference import environments_listing
+    from turbozero.reference import environments_listing  # (pgx: loaded to run)
 
     for line in environments_listing(verbose=args.verbose):
         print(line)
@@ -269,32 +266,29 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    from turbozero.alphazero.config import AlphaZeroConfig  # (pgx: loaded to run)
+    from turbozero.reference import config_reference  # (pgx: loaded to run)
+
     if args.reference:
         if args.preset or args.set:
             raise ConfigError("--reference prints every key of every config: give no preset")
-        from turbozero.reference import config_reference
 
         print(config_reference(), end="")
         return 0
-    _load_presets()
+    load_presets()
     if not args.preset:
         raise ConfigError("give a preset name, or --reference")
     config = get_preset(args.preset).make().with_overrides(args.set or [])
-    from turbozero.alphazero.config import AlphaZeroConfig
 
     if isinstance(config, AlphaZeroConfig):
         config = config.resolved()  # (what a run records: the settings the game chooses)
     if args.json:
         print(config.to_json())
     else:
-        from turbozero.config import config_listing
-
         print(config_listing(config, args.preset, explain=args.explain))
     search = getattr(config, "search", None)
     warning = None
     if search is not None:
-        from turbozero.games import game_spec
-
         spec = game_spec(getattr(config, "env", ""))
         has_chance = spec is not None and spec.chance is not None
         chance_nodes = has_chance and search.chance == "nodes"
@@ -305,8 +299,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from turbozero.io.plots import plot_run
-    from turbozero.io.rundir import find_run_dir
+    from turbozero.io.experiment import judge_of  # (pgx: loaded to run)
 
     rd = find_run_dir(args.run_dir)  # a checkpoint path names its run, as for eval and play
     rd.check_writes_stay_inside()  # (the plots are written inside the run, never through links)
@@ -315,7 +308,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
         why = "is empty" if rd.metrics_path.exists() else "does not exist"
         print(f"error: {args.run_dir!r} has no metrics yet (metrics.jsonl {why})", file=sys.stderr)
         return 2
-    for p in plot_run(rows, rd.plots):
+    try:  # the game's judge words its own panels (plots need no more of the config)
+        env = rd.read_config()["config"].get("env")
+    except (OSError, ValueError):
+        env = None
+    for p in plot_run(rows, rd.plots, judge=judge_of(env)):
         print(p)
     return 0
 
@@ -335,9 +332,10 @@ def _trust_run(parser: argparse.ArgumentParser, when: str) -> None:
         "--trust-run",
         action="store_true",
         dest="trust_run",
-        help=f"{when}import and call the code the run's config.json names to rebuild its game, "
-        "network or loss (train(..., rebuild=...), a reward_fn); without it a run directory is "
-        "opened as data and such a run is refused",
+        help=f"{when}import and call the code the run's config.json names: its game's file or "
+        "module (train --game), or code to rebuild its game, network or loss (train(..., "
+        "rebuild=...), a reward_fn); without it a run directory is opened as data and such a "
+        "run is refused",
     )
 
 
@@ -355,6 +353,13 @@ def _add_train(sub: Any) -> None:
         "wandb_project, eval_record_games, eval_share; PPO: tensorboard, wandb_project)",
     )
     t.add_argument("--list", action="store_true", help="list presets")
+    t.add_argument(
+        "--game",
+        metavar="FILE_OR_MODULE",
+        help="a game of your own: path/to/game.py or pkg.module (the current directory is "
+        "searched too), whose register() adds the game and its presets; the run records it, "
+        "and eval, play and --resume import it again with --trust-run (docs/own-game.md)",
+    )
     t.add_argument(
         "--quick",
         action="store_true",
@@ -528,8 +533,6 @@ def main(argv: list[str] | None = None) -> int:
 def _run_command(args: argparse.Namespace) -> int:
     """Call the command's function, turning the library's errors into one line each."""
     try:
-        import turbozero
-
         turbozero.configure()  # before any JAX computation (a no-op once done)
         if args.command == "eval":
             with _exit_at_once_on_interrupt():

@@ -21,6 +21,8 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from turbozero.algorithms import algorithm as _algorithm
+from turbozero.algorithms import algorithm_names as _algorithm_names
+from turbozero.gamespec import BRING_A_GAME, all_games, game_spec
 
 C = TypeVar("C", bound="Config")
 
@@ -656,22 +658,26 @@ def register_preset(
 
 
 def load_presets() -> dict[str, Preset]:
-    """Every preset: the algorithms' own and those of every game's file (`turbozero.games`),
-    imported on first call; returns `PRESETS`."""
-    import turbozero.alphazero.config
-    import turbozero.ppo.config  # noqa: F401
-    from turbozero.games import all_games
-
+    """Every preset: the algorithms' own (beside their config classes, imported through the
+    registry) and those of every game's file (`turbozero.games`), imported on first call;
+    returns `PRESETS`."""
+    for name in _algorithm_names():
+        _algorithm(name).config_class()
     all_games()
     return PRESETS
 
 
 def get_preset(name: str) -> Preset:
-    """The preset called `name`; a misspelling gets a suggestion."""
+    """The preset called `name` (a game an installed package offers registers its presets when
+    its name is asked for: `turbozero.gamespec.game_spec`); a misspelling gets a suggestion."""
     load_presets()
     if name not in PRESETS:
+        game_spec(name)
+    if name not in PRESETS:
         raise ConfigError(
-            f"unknown preset {name!r}; available: {sorted(PRESETS)}." + suggest(name, PRESETS)
+            f"unknown preset {name!r}; available: {sorted(PRESETS)}."
+            + suggest(name, PRESETS)
+            + f" A game's presets come with its file. {BRING_A_GAME}."
         )
     return PRESETS[name]
 

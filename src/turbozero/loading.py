@@ -11,7 +11,7 @@ from typing import Any
 
 from turbozero.algorithms import algorithm
 from turbozero.arena.agents import LoadedAgent
-from turbozero.io.rundir import RunDir, find_run_dir
+from turbozero.io.rundir import RunDir, find_run_dir, load_run_game
 from turbozero.validate import check_count, check_number, is_digits
 
 
@@ -48,8 +48,9 @@ def load_agent(
             the same without `ema_decay`; see `turbozero.alphazero.load.load_agent`).
         env, module: AlphaZero runs whose game or flax network was given from Python (the
             tutorial's `Trainer`): pass the same game and network (`trainer.env`, `trainer.nn`).
-        trust: AlphaZero runs whose `config.json` names code of their own to rebuild a part
-            (`train(..., rebuild=...)`, a `reward_fn`): import and call it (said first on
+        trust: runs whose `config.json` names code of their own: a game's file or module
+            (`turbozero train --game`), or, for AlphaZero, a part's rebuild recipe
+            (`train(..., rebuild=...)`) or a `reward_fn`: import and call it (said first on
             stderr). Without it such a run is refused: a run directory is opened as data.
         search: AlphaZero runs: play settings of the search other than the run's, e.g.
             `{"c_puct": 2.0, "fpu": "node"}` (`turbozero.alphazero.load.PLAY_SEARCH_SETTINGS`).
@@ -60,6 +61,7 @@ def load_agent(
     if num_simulations is not None:
         num_simulations = check_count("num_simulations", num_simulations, low=1)
     rd, name = run_algorithm(path)
+    load_run_game(rd, trust=trust)  # (a game of one's own: its file or module, with trust)
     entry = algorithm(name)
     given = {
         "num_simulations": num_simulations,

@@ -11,14 +11,18 @@ from turbozero import envs
 from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.config import PRESETS, load_presets, markdown_cell, reference_markdown
 from turbozero.envs.registry import NEEDS_DOWNLOAD
+from turbozero.gamespec import game_spec, installed_games
 from turbozero.ppo.config import PPOConfig
 from turbozero.td.config import TDConfig
 
 
 def environments_listing(*, verbose: bool = False) -> Iterator[str]:
-    """`turbozero envs`' lines: the games, then the gymnax and jumanji ids, each with the presets
-    that train it, or with its players, actions and observation shape (`verbose`)."""
+    """`turbozero envs`' lines: the games (installed packages' too, imported to be listed), then
+    the gymnax and jumanji ids, each with the presets that train it, or with its players,
+    actions and observation shape (`verbose`)."""
     yield "games, pgx's and registered ones (AlphaZero; the one-player ones also PPO):"
+    for name in installed_games():  # (installed packages' games: imported to be listed)
+        game_spec(name)
     presets = _presets_by_env()
     for name, desc in sorted(envs.GAMES.items()):
         if verbose:

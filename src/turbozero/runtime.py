@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from turbozero import xla_flags
+from turbozero import distributed, xla_flags
 from turbozero.distributed import maybe_initialize_distributed
 
 _CONFIGURED = False
@@ -34,14 +34,12 @@ def configure() -> bool:
     """
     global _CONFIGURED
     if not _CONFIGURED:
-        if os.environ.get("TURBOZERO_COORDINATOR") and xla_flags._jax_started():
-            from turbozero.distributed import _INITIALIZED
-
-            if not _INITIALIZED:
-                raise RuntimeError(
-                    "TURBOZERO_COORDINATOR is set, but JAX started before turbozero.configure() "
-                    "could join the processes: call turbozero.configure() before any JAX code"
-                )
+        coordinated = os.environ.get("TURBOZERO_COORDINATOR")
+        if coordinated and xla_flags._jax_started() and not distributed._INITIALIZED:
+            raise RuntimeError(
+                "TURBOZERO_COORDINATOR is set, but JAX started before turbozero.configure() "
+                "could join the processes: call turbozero.configure() before any JAX code"
+            )
         xla_flags.configure()
         maybe_initialize_distributed()
         _CONFIGURED = True

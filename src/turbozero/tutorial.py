@@ -25,6 +25,7 @@ import numpy as np
 import optax
 
 from turbozero import envs
+from turbozero.alphazero.augment import check_augment_fns
 from turbozero.alphazero.config import AlphaZeroConfig, SearchConfig
 from turbozero.alphazero.learner import make_selector
 from turbozero.alphazero.losses import az_loss
@@ -390,8 +391,6 @@ class Trainer:
                 seed=seed,
             )
         if self.data_transform_fns:
-            from turbozero.alphazero.augment import check_augment_fns
-
             with _tutorial_names({"augmentation": "data_transform_fns entry"}):
                 check_augment_fns(self.env, self.data_transform_fns)
 

@@ -9,7 +9,7 @@ import pgx
 import pytest
 
 from tests.alphazero.test_selfplay_and_trainer import TINY
-from turbozero.games.lines import (
+from turbozero.nets.lines import (
     NUM_LINE_FEATURES,
     line_cells,
     line_features,

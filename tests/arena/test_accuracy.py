@@ -19,8 +19,8 @@ from turbozero.arena.accuracy import (
 )
 from turbozero.games.connect_four import labelled_positions as connect_four_positions
 from turbozero.games.connect_four import require_bitbully, score_moves
-from turbozero.games.core import ILLEGAL_SCORE
 from turbozero.games.tic_tac_toe import all_positions as tic_tac_toe_positions
+from turbozero.gamespec import ILLEGAL_SCORE
 from turbozero.io.errors import MissingExtraError
 
 

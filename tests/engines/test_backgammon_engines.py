@@ -18,8 +18,7 @@ from turbozero.arena import play_match, random_agent
 from turbozero.arena.opponents import make_opponent, parse_opponent
 from turbozero.config import ConfigError
 from turbozero.engines import gnubg as gnubg_engine
-from turbozero.engines.players import TurnPlanner, gnubg_chooser, pubeval_chooser
-from turbozero.games.backgammon import (
+from turbozero.engines.backgammon import (
     NO_OP,
     apply_engine_move,
     flip,
@@ -28,6 +27,7 @@ from turbozero.games.backgammon import (
     to_gnubg,
     turn_plays,
 )
+from turbozero.engines.players import TurnPlanner, gnubg_chooser, pubeval_chooser
 
 START = np.array(
     [2, 0, 0, 0, 0, -5, 0, -3, 0, 0, 0, 5, -5, 0, 0, 0, 3, 0, 5, 0, 0, 0, 0, -2, 0, 0, 0, 0],
@@ -192,9 +192,9 @@ def test_gnubg_beats_pubeval():
 
 
 def test_engine_names_are_checked_where_they_are_given():
-    assert parse_opponent("gnubg:2").ply == 2 and parse_opponent("pubeval").games() == (
-        "backgammon",
-    )
+    gnubg = parse_opponent("gnubg:2")
+    assert (gnubg.kind, gnubg.name, gnubg.engine) == ("gnubg", "gnubg:2", True)
+    assert parse_opponent("pubeval").games() == ("backgammon",)
     for bad in ("gnubg:3", "gnubg:", "gnubg:-1", "pubeval:1"):
         with pytest.raises(ValueError, match="gnubg:PLY"):
             parse_opponent(bad)
@@ -245,7 +245,7 @@ def test_your_own_engine_plays_through_the_same_bridge():
 def test_calls_for_the_main_thread_are_served_there_while_the_match_runs():
     import threading
 
-    from turbozero.engines.main_thread import on_main_thread, serve_main_thread
+    from turbozero.io.main_thread import on_main_thread, serve_main_thread
 
     def where():
         return threading.current_thread() is threading.main_thread()

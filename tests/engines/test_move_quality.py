@@ -12,9 +12,9 @@ import turbozero
 from turbozero.alphazero import AlphaZeroConfig
 from turbozero.arena import random_agent
 from turbozero.config import ConfigError
+from turbozero.engines.backgammon import turn_plays
 from turbozero.engines.players import backgammon_engine_agent
 from turbozero.engines.quality import move_quality, quality_positions
-from turbozero.games.backgammon import turn_plays
 
 
 @pytest.fixture(scope="module")

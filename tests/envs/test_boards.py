@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turbozero.games.backgammon import backgammon_label, backgammon_move
-from turbozero.games.core import board_cells, move_label, outcome_label, winning_line
+from turbozero.gamespec import board_cells, move_label, outcome_label, winning_line
 
 
 def test_moves_are_named_as_players_name_them():

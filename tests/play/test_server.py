@@ -19,7 +19,7 @@ import pytest
 import turbozero
 from turbozero.alphazero import train
 from turbozero.config import get_preset
-from turbozero.games.core import move_label
+from turbozero.gamespec import move_label
 from turbozero.play import Game, board_cells, make_server
 from turbozero.play.server import url_of
 

@@ -18,6 +18,7 @@ from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.errors import RunInUseError
 from turbozero.io.rundir import RunDir
 from turbozero.ppo import PPOConfig, evaluate_run, load_agent, make_ppo, train_ppo
+from turbozero.ppo import learner as ppo_learner
 from turbozero.ppo import train as ppo_train
 from turbozero.ppo.train import abstract_checkpoint
 
@@ -161,13 +162,13 @@ def test_resume_goes_back_past_a_damaged_checkpoint_and_ends_as_the_whole_run(fu
 
 
 def test_sigint_finishes_the_epoch_saves_and_returns(full_run, tmp_path, monkeypatch):
-    keep_best = ppo_train.keep_best
+    keep_best = ppo_learner.keep_best  # (what a run's evaluation keeps the best with)
 
     def interrupted(*args):
         signal.raise_signal(signal.SIGINT)  # as if Ctrl-C came during the first epoch
         return keep_best(*args)
 
-    monkeypatch.setattr(ppo_train, "keep_best", interrupted)
+    monkeypatch.setattr(ppo_learner, "keep_best", interrupted)
     stopped = tmp_path / "stopped"
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN under nohup, else Python's default
     summary = train_ppo(TINY, stopped, progress=False)
@@ -175,7 +176,7 @@ def test_sigint_finishes_the_epoch_saves_and_returns(full_run, tmp_path, monkeyp
     assert signal.getsignal(signal.SIGINT) is before  # the handler found is restored
     _, meta, steps = _checkpoint(stopped)
     assert steps == [1] and meta["epoch"] == 1
-    monkeypatch.setattr(ppo_train, "keep_best", keep_best)
+    monkeypatch.setattr(ppo_learner, "keep_best", keep_best)
     train_ppo(TINY, stopped, resume=True, progress=False)
     _assert_trees_equal(_checkpoint(stopped)[0], _checkpoint(full_run[0])[0])
 
@@ -263,7 +264,7 @@ def test_a_nan_evaluation_neither_becomes_nor_erases_a_seeds_best():
         return c._replace(learner=c.learner.replace(params=params))
 
     for value, returns in ((1.0, [5.0, 5.0]), (2.0, [float("nan"), 4.0]), (3.0, [9.0, 9.0])):
-        ckpt = ppo_train.keep_best(with_params(ckpt, value), jax.numpy.array(returns))
+        ckpt = ppo_learner.keep_best(with_params(ckpt, value), jax.numpy.array(returns))
         if value == 2.0:  # seed 0 keeps its best of the first evaluation, parameters too
             assert np.asarray(ckpt.best_return).tolist() == [5.0, 5.0]
             leaf = np.asarray(jax.tree.leaves(ckpt.best_params)[0])

@@ -15,15 +15,8 @@ import turbozero
 from turbozero.arena import play_match
 from turbozero.arena.opponents import make_opponent
 from turbozero.config import ConfigError
-from turbozero.games.backgammon import (
-    START,
-    afterstate_result,
-    dice_plays,
-    flip,
-    jax_flip,
-    state_plays,
-    turn_plays,
-)
+from turbozero.engines.backgammon import flip, turn_plays
+from turbozero.games.backgammon import START, afterstate_result, dice_plays, jax_flip, state_plays
 from turbozero.td import TDConfig, make_td, td_agent
 from turbozero.td.load import load_agent
 from turbozero.td.train import train_td

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, TypeVar
 
+from turbozero.arena.accuracy import judged_games
+from turbozero.arena.opponents import check_distinct, parse_opponent
+from turbozero.arena.perfect import perfect_games
 from turbozero.config import (
     SEED_MAX,
     SEED_MIN,
@@ -16,6 +19,9 @@ from turbozero.config import (
     register_preset,
     suggest,
 )
+from turbozero.envs import GAMES
+from turbozero.envs.jumanji import REWARDS
+from turbozero.gamespec import BRING_A_GAME, all_games, game_spec
 from turbozero.search.puct import FIRST_PLAY_VALUES, FPU_REDUCTION_MAX
 from turbozero.search.search import MAX_NODES
 
@@ -310,13 +316,13 @@ class AlphaZeroConfig(Config):
     wandb_project: str | None = None  # also log to W&B (the [wandb] extra); README: resume
 
     def validate(self) -> None:
-        from turbozero.envs import GAMES
-
         if ":" not in self.env and self.env not in GAMES:
-            check_choice("env", self.env, sorted(GAMES))
+            raise ConfigError(
+                f"env must be one of {sorted(GAMES)}, got {self.env!r}."
+                f"{suggest(self.env, GAMES)} {BRING_A_GAME}."
+            )
         if self.reward_fn is not None:
             check_reward_fn(self.env, self.reward_fn)
-        from turbozero.games import all_games, game_spec
 
         spec = game_spec(self.env)
         if self.network.line_features and (
@@ -379,7 +385,6 @@ class AlphaZeroConfig(Config):
         check_range("checkpoint_every", self.checkpoint_every, low=1)
         if self.keep_checkpoints is not None:
             check_range("keep_checkpoints", self.keep_checkpoints, low=1)
-        from turbozero.arena.opponents import check_distinct, parse_opponent
 
         try:
             check_distinct(self.eval_opponents, "eval_opponents")
@@ -394,8 +399,6 @@ class AlphaZeroConfig(Config):
                         f"eval_opponents {opp!r} plays {' or '.join(parsed.games())} only, not "
                         f"env {self.env!r}"
                     )
-        from turbozero.arena.accuracy import judged_games
-        from turbozero.arena.perfect import perfect_games
 
         if "perfect" in self.eval_opponents and (spec is None or spec.perfect is None):
             raise ConfigError(
@@ -424,7 +427,6 @@ class AlphaZeroConfig(Config):
         (`GameSpec.draws`; a scalar value for the others and for one-player scores), and an
         unvisited move valued at the network's value under `puct` (`search.fpu`).
         """
-        from turbozero.games import game_spec
 
         network, search = self.network, self.search.resolved()
         if network.value_bins is None:
@@ -488,7 +490,6 @@ def check_reward_fn(env: str, reward_fn: str) -> None:
     """A `ConfigError` unless `reward_fn` can name a reward for `env`: a jumanji game, and a
     name in `turbozero.envs.jumanji.REWARDS` or a ``"package.module:function"`` (imported when
     the game is built, which says what is wrong with it)."""
-    from turbozero.envs.jumanji import REWARDS
 
     if not env.startswith("jumanji:"):
         raise ConfigError(

@@ -36,7 +36,7 @@ from turbozero.arena.match import match_memory_bytes, match_row
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page
 from turbozero.envs.core import Env
-from turbozero.games.core import Judge, game_spec
+from turbozero.gamespec import Judge, game_spec
 from turbozero.types import Params, PRNGKey
 
 ANCHOR = "random"  # the random player is fixed at Elo 0 when it is an opponent

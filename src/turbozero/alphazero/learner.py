@@ -28,7 +28,7 @@ from turbozero.alphazero.sharding import AXIS
 from turbozero.config import ConfigError
 from turbozero.envs.chance import without_chance
 from turbozero.envs.core import Env
-from turbozero.games.core import all_games, game_spec
+from turbozero.gamespec import all_games, game_spec
 from turbozero.memory import EpisodeBuffer, make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
 from turbozero.search import Search, Selector, gumbel, make_search, muzero_puct, puct, shard_search
@@ -84,24 +84,19 @@ class AlphaZeroSystem(NamedTuple):
 def make_selector(s: SearchConfig):
     """The selection rule a `SearchConfig` names, with its settings."""
     s = s.resolved()
+    # the root's exploration, the same settings in both PUCT rules
+    root = {
+        "dirichlet_alpha": s.dirichlet_alpha,
+        "dirichlet_fraction": s.dirichlet_fraction,
+        "forced_playouts": s.forced_playouts,
+    }
     if s.selector == "puct":
+        fpu = settled(s.fpu, "search.fpu")
         return puct(
-            c_puct=s.c_puct,
-            dirichlet_alpha=s.dirichlet_alpha,
-            dirichlet_fraction=s.dirichlet_fraction,
-            normalize_q=False,
-            forced_playouts=s.forced_playouts,
-            fpu=settled(s.fpu, "search.fpu"),
-            fpu_reduction=s.fpu_reduction,
+            c_puct=s.c_puct, normalize_q=False, fpu=fpu, fpu_reduction=s.fpu_reduction, **root
         )
     if s.selector == "muzero_puct":
-        return muzero_puct(
-            pb_c_init=s.pb_c_init,
-            pb_c_base=s.pb_c_base,
-            dirichlet_alpha=s.dirichlet_alpha,
-            dirichlet_fraction=s.dirichlet_fraction,
-            forced_playouts=s.forced_playouts,
-        )
+        return muzero_puct(pb_c_init=s.pb_c_init, pb_c_base=s.pb_c_base, **root)
     return gumbel(
         max_num_considered_actions=s.max_num_considered_actions, gumbel_scale=s.gumbel_scale
     )

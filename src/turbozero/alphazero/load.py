@@ -148,10 +148,10 @@ def _restore_params(
 
 def load_agent(
     path: str | Path,
-    num_simulations: int | None = None,
-    temperature: float = 0.0,
     *,
     which: str = "best",
+    num_simulations: int | None = None,
+    temperature: float = 0.0,
     weights: str = "playing",
     env: Env | None = None,
     module: Any = None,
@@ -160,12 +160,15 @@ def load_agent(
 ) -> LoadedAgent:
     """The agent of a run directory (its best checkpoint, or latest with `which="latest"`).
 
+    Its options are keyword-only, as PPO's and TD's loaders' are (`turbozero.load_agent`, the
+    one loader of every run, also takes `num_simulations` and `temperature` by position).
+
     Args:
         path: a run directory, or a checkpoint step directory inside `checkpoints/` or `best/`.
+        which: "best" or "latest" (ignored when `path` names a checkpoint).
         num_simulations: search simulations per move, >= 1 (default: the run's evaluation
             setting).
         temperature: 0 plays the best move; > 0 samples from the search policy.
-        which: "best" or "latest" (ignored when `path` names a checkpoint).
         weights: "playing", the network the run plays with (with `ema_decay`, the weights'
             moving average), or "trained", the weights the gradient steps produced, which a
             training checkpoint (`which="latest"` or a step of `checkpoints/`) also holds; the

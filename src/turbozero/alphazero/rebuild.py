@@ -41,6 +41,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from turbozero import envs
+from turbozero.envs.jumanji import REWARDS
 from turbozero.io.errors import TRUST_HOW, NotRebuildableError, UntrustedRunError
 from turbozero.io.rundir import RunDir
 
@@ -129,7 +131,6 @@ def outside_reward(reward_fn: Any) -> list[str]:
     reward."""
     if not isinstance(reward_fn, str):
         return []
-    from turbozero.envs.jumanji import REWARDS
 
     return [] if reward_fn in REWARDS else [reward_fn]
 
@@ -249,8 +250,6 @@ def automatic_recipe(name: str, part: Any) -> dict[str, Any] | None:
     """A recipe for `part` found without the user's help, or None."""
     try:
         if name == "env":
-            from turbozero import envs
-
             return {"env": part.name} if part.name in envs.GAMES else None
         if isinstance(part, functools.partial):
             where = _where(part.func)
@@ -276,8 +275,6 @@ def automatic_recipe(name: str, part: Any) -> dict[str, Any] | None:
 def build(recipe: Mapping[str, Any]) -> Any:
     """The part a recipe describes."""
     if "env" in recipe:
-        from turbozero import envs
-
         return envs.make(recipe["env"])
     if "factory" in recipe:
         factory = resolve(recipe["factory"])

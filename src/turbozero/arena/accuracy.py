@@ -36,7 +36,7 @@ import numpy as np
 
 from turbozero.arena.agents import Agent, action_program
 from turbozero.envs.core import Env
-from turbozero.games.core import ILLEGAL_SCORE, all_games, game_spec
+from turbozero.gamespec import ILLEGAL_SCORE, all_games, game_spec
 from turbozero.types import Array, PRNGKey
 
 CACHE_VERSION = 1
@@ -295,4 +295,19 @@ def solver_metrics(
         "eval/accuracy/result": acc.result,
         "eval/accuracy/best": acc.best,
         "eval/accuracy/positions": acc.num_positions,
+    }
+
+
+def solver_report(env: Env, agent: Agent, positions: PositionSet, key: PRNGKey) -> dict[str, Any]:
+    """What `eval --accuracy` prints of a solver's judgement (`Judge.report`'s default): the
+    share of positions where the agent keeps the result, its mistakes, the share of the
+    solver's best moves, by phase and by result."""
+    acc = move_accuracy(env, agent, positions, key)
+    return {
+        "positions": acc.num_positions,
+        "accuracy_result": acc.result,
+        "mistakes": acc.mistakes,
+        "accuracy_best": acc.best,
+        "phases": acc.phases,
+        "by_result": acc.by_result,
     }

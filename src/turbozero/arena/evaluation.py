@@ -13,13 +13,13 @@ from typing import Any
 
 import jax
 
-from turbozero.arena.accuracy import judged_games, move_accuracy, positions_for
+from turbozero.arena.accuracy import judged_games, solver_report
 from turbozero.arena.agents import Agent
 from turbozero.arena.match import play_match, points_interval
 from turbozero.arena.opponents import make_opponent, parse_opponent
 from turbozero.config import INT32_MAX, SEED_MAX, SEED_MIN, ConfigError
 from turbozero.envs.core import Env
-from turbozero.games.core import game_spec
+from turbozero.gamespec import game_spec
 from turbozero.search.search import MAX_NODES
 from turbozero.types import PRNGKey
 
@@ -143,7 +143,7 @@ def _eval_accuracy(
     weights: str,
     search: dict[str, Any],
 ) -> dict[str, Any]:
-    """The share of solver-labelled positions where the agent keeps the result."""
+    """How the game's judge (a solver, an engine) rates the agent's moves (`Judge.report`)."""
     env = loaded.env
     spec = game_spec(env.name)
     judge = None if spec is None else spec.judge
@@ -152,8 +152,6 @@ def _eval_accuracy(
             f"--accuracy needs a solver or an engine to judge moves, which exist for "
             f"{', '.join(judged_games())}; {env.name!r} has neither"
         )
-    if judge.by == "gnubg":
-        return _eval_gnubg_quality(loaded, key, run, positions)
     if not judge.sized and positions is not None:
         raise ConfigError(
             f"--positions chooses the size of a sampled position set; {env.name}'s set is all "
@@ -161,8 +159,8 @@ def _eval_accuracy(
         )
     # the set the run's own evaluations used, unless asked for another size
     default = getattr(getattr(loaded, "config", None), "eval_accuracy_positions", 1000)
-    labelled = positions_for(env.name, num_positions=positions or default)
-    acc = move_accuracy(env, loaded.agent, labelled, key)
+    judged = judge.positions(env, positions or default, 0)
+    report = judge.report or solver_report
     return {
         "run": run,
         "agent": loaded.agent.name,
@@ -170,34 +168,7 @@ def _eval_accuracy(
         "epoch": loaded.epoch,
         "weights": weights,
         "search": search,
-        "positions": acc.num_positions,
-        "accuracy_result": acc.result,
-        "mistakes": acc.mistakes,
-        "accuracy_best": acc.best,
-        "phases": acc.phases,
-        "by_result": acc.by_result,
-    }
-
-
-def _eval_gnubg_quality(
-    loaded: Any, key: PRNGKey, run: str, positions: int | None
-) -> dict[str, Any]:
-    """In backgammon: gnubg's error rate of the agent's plays and their share of gnubg's best,
-    on the run's own number of positions unless `positions` says."""
-    from turbozero.engines.quality import move_quality, quality_positions  # (the engines extra)
-
-    default = getattr(getattr(loaded, "config", None), "eval_accuracy_positions", 1000)
-    judged = quality_positions(loaded.env, positions or default)
-    q = move_quality(loaded.env, loaded.agent, judged, key)
-    return {
-        "run": run,
-        "agent": loaded.agent.name,
-        "env": loaded.env.name,
-        "positions": q.num_positions,
-        "gnubg_ply": q.ply,
-        "error_rate": round(q.error_rate, 2),  # millipoints a move, as gnubg reports it
-        "gnubg_best": q.best_share,
-        "phases": q.phases,
+        **report(env, loaded.agent, judged, key),
     }
 
 

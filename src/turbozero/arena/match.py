@@ -46,6 +46,7 @@ import numpy as np
 
 from turbozero.arena.agents import Agent, PolicyFn, runs_search
 from turbozero.envs.core import Env
+from turbozero.io.main_thread import serve_main_thread
 from turbozero.io.resources import check_fits_in_memory
 from turbozero.search import compiler_options
 from turbozero.struct import pytree_bytes
@@ -177,7 +178,7 @@ def play_opponents(
 ) -> dict[str, float]:
     """An evaluation's metric row: `agent` against each of `opponents` (`games` games each,
     colours alternating; `match_row` with points), and the `judge`'s move-quality figures on
-    `positions` where both are given (`turbozero.games.core.Judge`)."""
+    `positions` where both are given (`turbozero.gamespec.Judge`)."""
     row: dict[str, float] = {}
     for i, (name, opponent) in enumerate(opponents.items()):
         result = play_match(env, agent, opponent, jax.random.fold_in(key, i), num_games=games)
@@ -470,8 +471,6 @@ def play_match(
 
     agents = [a for a in (agent_a, agent_b) if a is not None]
     if any(getattr(a.policy_fn, "needs_main_thread", False) for a in agents):
-        from turbozero.engines.main_thread import serve_main_thread
-
         out = serve_main_thread(run)  # (an engine that runs on the main thread only: gnubg)
     else:
         out = run()

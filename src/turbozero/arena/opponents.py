@@ -1,9 +1,8 @@
 """Fixed opponents by name, parsed in one place (the config's `eval_opponents`, the evaluator,
 `turbozero eval --vs`): `random`, `perfect` (the games with a perfect player), `mcts:N`
-(rollout MCTS with N simulations), and the engines players know (`ENGINES`): `pubeval`
-(Tesauro's linear evaluator) and `gnubg:PLY` (GNU Backgammon at 0 to 2 plies, the `engines`
-extra) for backgammon, `gnugo:LEVEL` and `gtp:COMMAND` for Go. Which games an engine plays, and
-how it is built, the game's file says (`GameSpec.engines`)."""
+(rollout MCTS with N simulations), and the engines the game files offer (`GameSpec.engines`,
+each a `turbozero.gamespec.Engine` that its engine module defines with its grammar: `pubeval`
+and `gnubg:PLY` for backgammon, `gnugo:LEVEL` and `gtp:COMMAND` for Go)."""
 
 from __future__ import annotations
 
@@ -13,50 +12,49 @@ from typing import Any
 from turbozero.arena.agents import Agent, random_agent
 from turbozero.arena.perfect import perfect_agent
 from turbozero.envs.core import Env
-from turbozero.games.core import all_games, game_spec
+from turbozero.gamespec import all_engines, game_spec
 from turbozero.io.errors import TRUST_HOW, UntrustedRunError
 from turbozero.validate import is_digits
 
 #: the largest rollout-MCTS simulation count (its tree holds N + 1 nodes)
 MAX_MCTS_SIMULATIONS = (1 << 24) - 1
-#: the engines by kind (the games that have them say so in their files)
-ENGINES = ("pubeval", "gnubg", "gnugo", "gtp")
-MAX_GNUBG_PLY = 2
-MAX_GNUGO_LEVEL = 10
-HELP = (
-    "random | perfect (the games with a perfect player) | mcts:N (rollout MCTS with N simulations, "
-    f"N in [1, {MAX_MCTS_SIMULATIONS}]) | pubeval (backgammon) | gnubg:PLY (backgammon, PLY in "
-    f"[0, {MAX_GNUBG_PLY}]) | gnugo:LEVEL (Go, LEVEL in [1, {MAX_GNUGO_LEVEL}]) | gtp:COMMAND (Go: "
-    "any GTP engine)"
+#: the opponents every game has (the engines' forms follow, from the game files)
+GENERIC_HELP = (
+    "random | perfect (the games with a perfect player) | mcts:N (rollout MCTS with N "
+    f"simulations, N in [1, {MAX_MCTS_SIMULATIONS}])"
 )
+
+
+def opponents_help() -> str:
+    """Every form an opponent's name takes: the generic ones, then each engine's with the games
+    it plays ("gnubg:PLY (backgammon: GNU Backgammon ...)")."""
+    engines = [
+        f"{engine.form} ({', '.join(games)}: {engine.about})"
+        for engine, games in all_engines().values()
+    ]
+    return " | ".join([GENERIC_HELP, *engines])
 
 
 @dataclasses.dataclass(frozen=True)
 class Opponent:
-    """A parsed opponent name: `kind` is "random", "perfect", "mcts" (with `simulations`),
-    "pubeval", "gnubg" (with `ply`), "gnugo" (with `level`) or "gtp" (with `command`)."""
+    """A parsed opponent name: `kind` is "random", "perfect", "mcts" (with `simulations`) or an
+    engine's kind (`name` its full name, `engine` True)."""
 
     kind: str
     simulations: int = 0
-    ply: int = 0
-    level: int = 0
-    command: str = ""
-
-    @property
-    def starts_command(self) -> bool:
-        """Whether playing it starts a command its name gives (`gtp:COMMAND`): code that a run
-        directory naming it names. `gnugo:LEVEL` starts GNU Go with our own arguments."""
-        return self.kind == "gtp"
+    name: str = dataclasses.field(default="", compare=False)  # as written ("gnubg:1")
+    engine: bool = False
+    starts_command: bool = False  # its name gives a command to start (`Engine.starts_command`)
 
     def games(self) -> tuple[str, ...]:
         """The games an engine plays (their files list it), or () for any game."""
-        if self.kind not in ENGINES:
+        if not self.engine:
             return ()
-        return tuple(name for name, spec in all_games().items() if self.kind in spec.engines)
+        return all_engines()[self.kind][1]
 
     def plays(self, env: str) -> bool:
         """Whether it plays the game `env` (a config's `env`, `pgx:` prefix allowed)."""
-        if self.kind not in ENGINES:
+        if not self.engine:
             return True
         spec = game_spec(env)
         return spec is not None and self.kind in spec.engines
@@ -66,25 +64,23 @@ def parse_opponent(name: str, *, what: str = "opponent") -> Opponent:
     """The opponent `name` names.
 
     Raises:
-        ValueError: `name` is none of `HELP`'s forms (the message starts with `what`).
+        ValueError: `name` is none of `opponents_help()`'s forms (the message starts with
+            `what`).
     """
-    if name in ("random", "perfect", "pubeval"):
-        return Opponent(name)
-    if isinstance(name, str) and name.startswith("gnubg:"):
-        ply = name[6:]
-        if is_digits(ply) and 0 <= int(ply) <= MAX_GNUBG_PLY:
-            return Opponent("gnubg", ply=int(ply))
-    if isinstance(name, str) and name.startswith("gnugo:"):
-        level = name[6:]
-        if is_digits(level) and 1 <= int(level) <= MAX_GNUGO_LEVEL:
-            return Opponent("gnugo", level=int(level))
-    if isinstance(name, str) and name.startswith("gtp:") and name[4:].strip():
-        return Opponent("gtp", command=name[4:].strip())
+    if name in ("random", "perfect"):
+        return Opponent(name, name=name)
     if isinstance(name, str) and name.startswith("mcts:"):
         n = name[5:]
         if is_digits(n) and 1 <= int(n) <= MAX_MCTS_SIMULATIONS:
-            return Opponent("mcts", int(n))
-    raise ValueError(f"{what} {name!r} is not one of: {HELP}")
+            return Opponent("mcts", int(n), name=name)
+    if isinstance(name, str):
+        known = all_engines().get(name.partition(":")[0])
+        if known is not None and known[0].accepts(name):
+            engine = known[0]
+            return Opponent(
+                engine.kind, name=name, engine=True, starts_command=engine.starts_command
+            )
+    raise ValueError(f"{what} {name!r} is not one of: {opponents_help()}")
 
 
 def check_distinct(names: tuple[str, ...], what: str) -> None:
@@ -128,7 +124,7 @@ def make_opponent(env: Env, name: str) -> Agent:
         return random_agent(env)
     if opponent.kind == "perfect":
         return perfect_agent(env)
-    if opponent.kind in ENGINES:
+    if opponent.engine:
         spec = game_spec(env.name)
         if spec is None or opponent.kind not in spec.engines:
             games = " or ".join(opponent.games()) or "no game"

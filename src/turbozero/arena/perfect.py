@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from turbozero.arena.agents import Agent
 from turbozero.envs.core import Env
-from turbozero.games.core import all_games, game_spec
+from turbozero.gamespec import all_games, game_spec
 
 
 def perfect_games() -> tuple[str, ...]:

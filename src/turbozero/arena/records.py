@@ -18,7 +18,7 @@ import numpy as np
 from turbozero.arena.match import MatchResult
 from turbozero.envs.chance import step_with_outcome
 from turbozero.envs.core import Env
-from turbozero.games.core import colour_and_points, move_label, outcome_label
+from turbozero.gamespec import colour_and_points, move_label, outcome_label
 from turbozero.types import PyTree
 
 

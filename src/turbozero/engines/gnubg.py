@@ -5,7 +5,7 @@ Each play of a turn is scored by gnubg's cubeless money-game equity of the posit
 evaluated at `PLY` plies (0: the network alone; 1 and 2 look ahead over the opponent's rolls),
 from the opponent's side (who is then on roll) and negated; the highest is played. gnubg's own
 move list is not used to choose: its Python binding truncates a move at its first checker borne
-off, so two plays can come back as the same tuple (`turbozero.games.backgammon`'s tests check
+off, so two plays can come back as the same tuple (`turbozero.engines.backgammon`'s tests check
 that the plays listed here are the ones gnubg lists).
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from turbozero.engines.main_thread import on_main_thread
-from turbozero.games.backgammon import CHECKERS, OFF, OPPONENT_OFF, flip, to_gnubg
+from turbozero.engines.backgammon import CHECKERS, OFF, OPPONENT_OFF, flip, to_gnubg
 from turbozero.io.errors import MissingExtraError
+from turbozero.io.main_thread import on_main_thread
 
 MAX_PLY = 2  # the plies offered (a 3-ply evaluation takes seconds a move on a CPU)
 _LOCK = threading.Lock()  # gnubg's evaluator keeps global state: one evaluation at a time
@@ -47,7 +47,7 @@ def equities(afters: list[np.ndarray], *, ply: int) -> np.ndarray:
     """`[P]` float64: the mover's cubeless money equity of each position after its play.
 
     gnubg looks ahead (`ply` >= 1) on the main thread only (it crashes elsewhere: seen with gnubg
-    1.1.0a16), so those evaluations go there (`turbozero.engines.main_thread`); 0 ply runs on
+    1.1.0a16), so those evaluations go there (`turbozero.io.main_thread`); 0 ply runs on
     any thread.
     """
     require_gnubg()

@@ -37,7 +37,7 @@ from typing import IO
 
 import numpy as np
 
-from turbozero.games.go import go_label
+from turbozero.gamespec import go_label
 from turbozero.io import outside
 from turbozero.io.errors import EngineError
 

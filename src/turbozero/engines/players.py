@@ -21,9 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero.arena.agents import Agent, AgentOutput, make_agent
+from turbozero.engines.backgammon import NO_OP, Play, is_backgammon, micro_step, turn_plays
+from turbozero.engines.gnubg import MAX_PLY as MAX_GNUBG_PLY
+from turbozero.engines.gtp import MAX_GNUGO_LEVEL, GTPEngine, gnugo_command
 from turbozero.envs.core import Env
-from turbozero.games.backgammon import NO_OP, Play, is_backgammon, micro_step, turn_plays
+from turbozero.gamespec import Engine, game_spec
 from turbozero.types import Params, PRNGKey, PyTree
+from turbozero.validate import is_digits
 
 #: `choose(board, plays) -> (index of the play, value for the mover)`
 Chooser = Callable[[np.ndarray, list[Play]], tuple[int, float]]
@@ -189,8 +193,6 @@ def go_engine(spec: str, size: int) -> Any:
     """The process's GTP engine for `spec` (`gnugo:LEVEL` or `gtp:COMMAND`) on a `size` board,
     made once (a FileNotFoundError in one line if its program is missing); its process starts
     at its first move and ends with the process (`turbozero.io.outside.end_all`)."""
-    from turbozero.engines.gtp import GTPEngine, gnugo_command
-
     engine = _GO_ENGINES.get((spec, size))
     if engine is None or engine.closed:
         kind, _, rest = spec.partition(":")
@@ -246,11 +248,42 @@ def go_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
         ValueError: `env` is not pgx's Go.
         FileNotFoundError: the engine's program is not installed.
     """
-    from turbozero.games.core import game_spec
-
     game = game_spec(env.name)
     size = round((env.num_actions - 1) ** 0.5)
     if game is None or "gtp" not in game.engines or size * size + 1 != env.num_actions:
         raise ValueError(f"{spec} plays Go only, not {env.name!r}")
     go_engine(spec, size)  # (a missing program is named here, not inside a compiled match)
     return make_agent(GoEnginePolicy(env, spec, size), None, name=name or spec)
+
+
+# ------------------------------------------------------------------- the engines as opponents
+
+
+def _between(low: int, high: int) -> Callable[[str], bool]:
+    return lambda text: is_digits(text) and low <= int(text) <= high
+
+
+#: the engines' opponent names and how each is built; the game files list those they play
+PUBEVAL = Engine("pubeval", "pubeval", "Tesauro's linear evaluator", backgammon_engine_agent)
+GNUBG = Engine(
+    "gnubg",
+    "gnubg:PLY",
+    f"GNU Backgammon looking PLY in [0, {MAX_GNUBG_PLY}] plies ahead, the engines extra",
+    backgammon_engine_agent,
+    argument=_between(0, MAX_GNUBG_PLY),
+)
+GNUGO = Engine(
+    "gnugo",
+    "gnugo:LEVEL",
+    f"GNU Go at LEVEL in [1, {MAX_GNUGO_LEVEL}]",
+    go_engine_agent,
+    argument=_between(1, MAX_GNUGO_LEVEL),
+)
+GTP = Engine(
+    "gtp",
+    "gtp:COMMAND",
+    "any GTP engine, started with COMMAND",
+    go_engine_agent,
+    argument=lambda text: bool(text.strip()),
+    starts_command=True,
+)

@@ -2,7 +2,7 @@
 
 Gerald Tesauro (IBM Research) released it to the backgammon programming community in 1993 to
 compare programs against: a linear score of the position after a move, with one weight vector
-for contact positions and one for races (`turbozero.games.backgammon.pubeval_inputs` gives its
+for contact positions and one for races (`turbozero.engines.backgammon.pubeval_inputs` gives its
 inputs). It plays a decent, mistake-prone game; a program that cannot beat it is weak. The
 weights below are Tesauro's published ones.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from turbozero.games.backgammon import CHECKERS, OFF, is_race, pubeval_inputs
+from turbozero.engines.backgammon import CHECKERS, OFF, is_race, pubeval_inputs
 
 #: the race weights (Tesauro's `wr`): for positions with no more contact
 RACE_WEIGHTS = np.array(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,7 @@ import numpy as np
 
 from turbozero.arena.accuracy import cache_dir
 from turbozero.arena.agents import Agent
-from turbozero.engines.gnubg import MAX_PLY, equities, require_gnubg
-from turbozero.engines.players import TurnPlanner
-from turbozero.envs.core import Env
-from turbozero.games.backgammon import (
+from turbozero.engines.backgammon import (
     NO_OP,
     Play,
     is_backgammon,
@@ -44,6 +42,9 @@ from turbozero.games.backgammon import (
     micro_step,
     turn_plays,
 )
+from turbozero.engines.gnubg import MAX_PLY, equities, require_gnubg
+from turbozero.engines.players import TurnPlanner
+from turbozero.envs.core import Env
 from turbozero.types import PRNGKey
 
 CACHE_VERSION = 1
@@ -59,7 +60,7 @@ class QualityPositions:
     Attributes:
         states: pgx states, leaves `[N, ...]` (numpy).
         boards: `[N, 28]` int8, pgx's `_board` (from the mover's side).
-        race: `[N]` bool, no contact left (`turbozero.games.backgammon.is_race`).
+        race: `[N]` bool, no contact left (`turbozero.engines.backgammon.is_race`).
         offsets: `[N + 1]`, position `i`'s plays are rows `offsets[i]:offsets[i + 1]`.
         afters: `[M, 28]` int8, the position each play leaves.
         equity: `[M]` float64, gnubg's equity of each play for the mover.
@@ -300,4 +301,52 @@ def move_quality(env: Env, agent: Agent, positions: QualityPositions, key: PRNGK
         error_rate=float(1000 * loss.mean()),
         best_share=float(best.mean()),
         phases=phases,
+    )
+
+
+# -- gnubg as a game's judge (`turbozero.gamespec.Judge`) --------------------------------------
+
+#: `plots/strength.png`'s panels of gnubg's figures
+PANELS = {
+    "gnubg error rate (millipoints a move)": {"error rate": "eval/gnubg/error_rate"},
+    "gnubg's best play": {"share of positions": "eval/gnubg/best"},
+}
+
+
+def judged_positions(env: Env, num_positions: int, seed: int) -> QualityPositions:
+    """`Judge.positions`: `quality_positions` of `env`."""
+    return quality_positions(env, num_positions, seed=seed)
+
+
+def metrics(env: Env, agent: Agent, positions: QualityPositions, key: PRNGKey) -> dict[str, float]:
+    """`Judge.measure`: gnubg's error rate of the agent's plays, their share of gnubg's best and
+    the positions judged, named as the training log names them (`eval/gnubg/...`)."""
+    q = move_quality(env, agent, positions, key)
+    return {
+        "eval/gnubg/error_rate": q.error_rate,
+        "eval/gnubg/best": q.best_share,
+        "eval/gnubg/positions": q.num_positions,
+    }
+
+
+def report(env: Env, agent: Agent, positions: QualityPositions, key: PRNGKey) -> dict[str, Any]:
+    """`Judge.report`, what `eval --accuracy` prints: the error rate in millipoints a move (as
+    gnubg reports it), the share of gnubg's best plays, by phase of the game."""
+    q = move_quality(env, agent, positions, key)
+    return {
+        "positions": q.num_positions,
+        "gnubg_ply": q.ply,
+        "error_rate": round(q.error_rate, 2),
+        "gnubg_best": q.best_share,
+        "phases": q.phases,
+    }
+
+
+def log_text(row: Mapping[str, float]) -> str | None:
+    """`Judge.log_text`: the training log's words for gnubg's figures in `row`."""
+    if "eval/gnubg/error_rate" not in row:
+        return None
+    return (
+        f"gnubg error rate {row['eval/gnubg/error_rate']:.1f} "
+        f"(best play {row['eval/gnubg/best']:.1%})"
     )

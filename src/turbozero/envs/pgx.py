@@ -11,7 +11,7 @@ import pgx
 
 from turbozero.envs.chance import Chance, no_chance_event
 from turbozero.envs.core import Env, check_discrete_action
-from turbozero.games.core import game_spec
+from turbozero.gamespec import game_spec
 from turbozero.types import Array, PRNGKey, StepMetadata
 
 REFUSED: dict[str, str] = {

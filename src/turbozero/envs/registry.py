@@ -9,15 +9,18 @@ from typing import Any
 
 from turbozero.envs.core import Env
 from turbozero.envs.pgx import REFUSED, make_pgx
-from turbozero.games.core import all_games
+from turbozero.gamespec import BRING_A_GAME, all_games, game_spec
 
 
 class _Descriptions(Mapping[str, str]):
     """Every registered game's one-line description by name, read from the registry when asked
-    (a game registered later is in it)."""
+    (a game registered later is in it; one an installed package names is found by its name)."""
 
     def __getitem__(self, name: str) -> str:
-        return all_games()[name].description
+        spec = game_spec(name) if isinstance(name, str) and ":" not in name else None
+        if spec is None:
+            raise KeyError(name)
+        return spec.description
 
     def __iter__(self) -> Iterator[str]:
         return iter(all_games())
@@ -92,7 +95,7 @@ def make(
         hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ValueError(
             f"unknown environment id {env_id!r}.{hint} Known games: {sorted(GAMES)}; other "
-            f"libraries by prefix, e.g. 'gymnax:CartPole-v1'."
+            f"libraries by prefix, e.g. 'gymnax:CartPole-v1'. {BRING_A_GAME}."
         )
     spec = all_games()[env_id]
     return make_pgx(env_id) if spec.make_env is None else spec.make_env()

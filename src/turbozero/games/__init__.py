@@ -1,4 +1,4 @@
-"""Every game turbozero knows beyond its rules, one file each (see `turbozero.games.core`).
+"""Every game turbozero knows beyond its rules, one file each (see `turbozero.gamespec`).
 
 `game_spec(name)` finds one; `register_game(GameSpec(...))` adds yours (its environment, drawing,
 move names, perfect player, engines, page hooks), after which `turbozero envs`, `envs.make`, the
@@ -6,7 +6,7 @@ arena, the play page and the records know it, and its presets (`turbozero.config
 train from the CLI.
 """
 
-from turbozero.games.core import (
+from turbozero.gamespec import (
     Board,
     GameSpec,
     Judge,

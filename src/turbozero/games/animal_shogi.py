@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turbozero.config import register_preset
-from turbozero.games.core import GameSpec, register_game
+from turbozero.gamespec import GameSpec, register_game
 
 GAME = register_game(
     GameSpec(name="animal_shogi", description="Animal shogi, 3x4 (2 players)", draws=True)

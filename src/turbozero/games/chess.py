@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turbozero.games.core import GameSpec, register_game
+from turbozero.gamespec import GameSpec, register_game
 
 CHESS = register_game(GameSpec(name="chess", description="Chess (2 players)", draws=True))
 GARDNER = register_game(

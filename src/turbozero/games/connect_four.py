@@ -24,15 +24,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from turbozero.arena.accuracy import CACHE_VERSION, PositionSet, cache_dir, solver_metrics
+from turbozero.arena.agents import AgentOutput, legal_mask, make_agent, uniform_over_best
 from turbozero.config import register_preset
-from turbozero.games.core import (
+from turbozero.gamespec import (
     ILLEGAL_SCORE,
     Board,
     GameSpec,
     Judge,
     grid_cells,
     register_game,
-    solver_measure,
 )
 from turbozero.io.errors import MissingExtraError
 from turbozero.types import Params, PRNGKey, PyTree
@@ -120,8 +121,6 @@ class PerfectConnectFourPolicy:
     env: Env
 
     def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
-        from turbozero.arena.agents import AgentOutput, legal_mask, uniform_over_best
-
         del params
         boards = states._x.board  # [B, 42] int32: pgx's Connect Four state (its game data)
         spec = jax.ShapeDtypeStruct((boards.shape[0], COLUMNS), jnp.float32)
@@ -148,7 +147,6 @@ def perfect_connect_four_agent(env: Env, *, name: str = "perfect") -> Agent:
             f"[6, 7, 2]), got {env!r}"
         )
     require_bitbully()
-    from turbozero.arena.agents import make_agent
 
     return make_agent(PerfectConnectFourPolicy(env), None, name=name)
 
@@ -170,7 +168,6 @@ def labelled_positions(
         ValueError: for counts out of range.
         MissingExtraError: if `bitbully` is not installed.
     """
-    from turbozero.arena.accuracy import CACHE_VERSION, PositionSet, cache_dir
 
     if not 1 <= num_positions <= 100_000:
         raise ValueError(f"num_positions must be in [1, 100000], got {num_positions}")
@@ -232,7 +229,7 @@ GAME = register_game(
             coordinates=True,
         ),
         perfect=perfect_connect_four_agent,
-        judge=Judge("a solver", _positions, solver_measure),
+        judge=Judge("a solver", _positions, solver_metrics),
     )
 )
 

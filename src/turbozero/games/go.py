@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from turbozero.config import register_preset
-from turbozero.games.core import GO_LETTERS, Board, Cell, GameSpec, register_game
+from turbozero.engines.players import GNUGO, GTP
+from turbozero.envs.pgx import from_pgx
+from turbozero.gamespec import Board, Cell, GameSpec, go_label, register_game
 
 if TYPE_CHECKING:
-    from turbozero.arena.agents import Agent
     from turbozero.envs.core import Env
 
 SIZES = (7, 9, 19)
@@ -27,21 +27,9 @@ def go_cells(n: int) -> list[Cell]:
     return [(r * n + c, 25.0 + 25.0 * c, 25.0 + 25.0 * r, 12.5) for r in range(n) for c in range(n)]
 
 
-def go_label(n: int) -> Callable[[int], str]:
-    """Move names on an `n` x `n` board: "A9" top left on 9x9, "pass" for action N*N (the GTP
-    vertex of the move)."""
-
-    def label(action: int) -> str:
-        return "pass" if action == n * n else f"{GO_LETTERS[action % n]}{n - action // n}"
-
-    return label
-
-
 def make_small_go(size: int) -> Env:
     """pgx's Go on a `size` x `size` board (komi 7.5), named `go_{size}x{size}`."""
     import pgx.go
-
-    from turbozero.envs.pgx import from_pgx
 
     env = from_pgx(pgx.go.Go(size=size, komi=7.5), name=f"go_{size}x{size}")
     return dataclasses.replace(env, render_svg=draw_go)
@@ -73,13 +61,6 @@ def draw_go(state: Any) -> str:
     return visualizer.get_dwg(states=state).tostring()
 
 
-def engine_agent(env: Env, spec: str) -> Agent:
-    """`gnugo:LEVEL` or `gtp:COMMAND` as an agent (`turbozero.engines.players`)."""
-    from turbozero.engines.players import go_engine_agent
-
-    return go_engine_agent(env, spec)
-
-
 GAMES = tuple(
     register_game(
         GameSpec(
@@ -93,7 +74,7 @@ GAMES = tuple(
                 marks=("black", "white"),
                 coordinates=True,
             ),
-            engines={"gnugo": engine_agent, "gtp": engine_agent},
+            engines={"gnugo": GNUGO, "gtp": GTP},
         )
     )
     for n in SIZES

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from turbozero.config import register_preset
-from turbozero.games.core import Board, Cell, GameSpec, register_game, square_label
+from turbozero.gamespec import Board, Cell, GameSpec, register_game, square_label
 
 SIZE = 11
 

@@ -3,7 +3,7 @@ cars, fish), so the search does not reuse subtrees."""
 
 from __future__ import annotations
 
-from turbozero.games.core import GameSpec, register_game
+from turbozero.gamespec import GameSpec, register_game
 
 GAMES = tuple(
     register_game(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turbozero.config import register_preset
-from turbozero.games.core import Board, GameSpec, grid_cells, register_game, square_label
+from turbozero.gamespec import Board, GameSpec, grid_cells, register_game, square_label
 
 GAME = register_game(
     GameSpec(

@@ -18,7 +18,8 @@ import numpy as np
 import pgx.play2048 as p2048
 
 from turbozero.config import register_preset
-from turbozero.games.core import LETTERS, Board, GameSpec, Page, register_game
+from turbozero.envs.pgx import ChanceRules
+from turbozero.gamespec import LETTERS, Board, GameSpec, Page, register_game
 from turbozero.types import Array, PRNGKey
 
 if TYPE_CHECKING:
@@ -125,7 +126,6 @@ def view(state: Any, human_player: int) -> dict[str, Any]:
 
 def chance_rules() -> ChanceRules:
     """The new tile split out of pgx's step (`GameSpec.chance`)."""
-    from turbozero.envs.pgx import ChanceRules
 
     return ChanceRules(32, decide, probabilities, resolve, sample)
 

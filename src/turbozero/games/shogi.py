@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from turbozero.games.core import GameSpec, register_game
+from turbozero.gamespec import GameSpec, register_game
 
 GAME = register_game(GameSpec(name="shogi", description="Shogi (2 players)", draws=True))

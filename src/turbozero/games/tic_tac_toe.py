@@ -20,15 +20,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from turbozero.arena.accuracy import PositionSet, solver_metrics
+from turbozero.arena.agents import AgentOutput, legal_mask, make_agent, uniform_over_best
 from turbozero.config import register_preset
-from turbozero.games.core import (
+from turbozero.gamespec import (
     ILLEGAL_SCORE,
     Board,
     GameSpec,
     Judge,
     grid_cells,
     register_game,
-    solver_measure,
     square_label,
 )
 from turbozero.types import Array, Params, PRNGKey, PyTree
@@ -98,8 +99,6 @@ class PerfectPolicy:
     env: Env
 
     def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
-        from turbozero.arena.agents import AgentOutput, legal_mask, uniform_over_best
-
         observations = jax.vmap(self.env.observe)(states)
         q = params[encode_observations(observations)]  # [B, 9]
         action, weights, value = uniform_over_best(q, legal_mask(self.env, states), key)
@@ -122,7 +121,6 @@ def perfect_tic_tac_toe_agent(env: Env, *, name: str = "perfect") -> Agent:
             "perfect_agent supports only tic_tac_toe (9 actions, observation [3, 3, 2]), "
             f"got {env!r}"
         )
-    from turbozero.arena.agents import make_agent
 
     return make_agent(PerfectPolicy(env), jnp.asarray(solve_tic_tac_toe()), name=name)
 
@@ -130,7 +128,6 @@ def perfect_tic_tac_toe_agent(env: Env, *, name: str = "perfect") -> Agent:
 def all_positions() -> PositionSet:
     """All 4,520 reachable non-terminal tic-tac-toe positions, each reached by one move order,
     scored by the minimax table (+1 win, 0 draw, -1 loss for the mover)."""
-    from turbozero.arena.accuracy import PositionSet
 
     table = solve_tic_tac_toe()
     seen: dict[tuple[int, ...], list[int]] = {}
@@ -188,7 +185,7 @@ GAME = register_game(
             coordinates=True,
         ),
         perfect=perfect_tic_tac_toe_agent,
-        judge=Judge("a solver", _positions, solver_measure, sized=False),
+        judge=Judge("a solver", _positions, solver_metrics, sized=False),
     )
 )
 

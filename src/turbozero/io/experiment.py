@@ -17,8 +17,9 @@ With several processes (`jax.distributed`), process 0 writes the run directory a
 of them (`agree`): whether the run may start, when its time is up and when to stop.
 
 `turbozero.alphazero.train`, `turbozero.ppo.train` and `turbozero.td.train` hold the algorithms'
-steps; the end of this module holds what their `train` functions share (`RunHooks`,
-`read_run_config`, `train_in_one_process`; `turbozero.config.resolve_config` beside the presets).
+steps; the end of this module holds what their `train` functions share (`RunHooks`, whose `train`
+is PPO's and TD's, `read_run_config`, `train_in_one_process`; `turbozero.config.resolve_config`
+beside the presets).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -38,6 +39,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from turbozero.algorithms import algorithm
+from turbozero.config import resolve_config
+from turbozero.gamespec import Judge, game_module_of, game_spec
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger, check_logging_extras
 from turbozero.io.plots import plot_run
@@ -45,6 +48,7 @@ from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
 from turbozero.io.signals import StopFlag
 from turbozero.runtime import configure_or_say_why
+from turbozero.struct import pytree_bytes
 from turbozero.validate import check_count
 
 Row = dict[str, Any]
@@ -211,6 +215,9 @@ def open_run_dir(
     config = algorithm.config
     if not resume:
         record = {"algorithm": algorithm.name, "preset": preset, "config": config.to_dict()}
+        module = game_module_of(str(getattr(config, "env", "")))
+        if module is not None:  # (a game of one's own: eval, play and --resume import it)
+            record["game_module"] = module
         record.update(algorithm.record(None, rd))  # (before the directory: it may refuse)
         rd.create()
         cleanup.enter_context(rd.lock())
@@ -394,8 +401,14 @@ def run_experiment(
         preset = _open_on_every_process(
             run_dir, algorithm, resume=resume, preset=preset, cleanup=cleanup, primary=primary
         )
+        judge = judge_of(algorithm.env_name)
         log = MetricsLogger(
-            run_dir, progress=progress, total_epochs=last_epoch, config=config, enabled=primary
+            run_dir,
+            progress=progress,
+            total_epochs=last_epoch,
+            config=config,
+            enabled=primary,
+            judge=judge,
         )
         log.info(
             f"turbozero {algorithm.name} on {algorithm.env_name}: {algorithm.describe()} -> "
@@ -435,13 +448,15 @@ def run_experiment(
             if primary and epoch:
                 run_dir.write_json("summary.json", summary)
         if primary:
-            plot_run(run_dir.read_metrics(), run_dir.plots)
+            plot_run(run_dir.read_metrics(), run_dir.plots, judge=judge)
         log.info(
             f"done: {epoch}/{last_epoch} epochs, {algorithm.env_steps(epoch):,} environment "
             f"steps -> {run_dir.path}"
         )
-        play = f", or play it: turbozero play {run_dir.path}" if _playable(algorithm) else ""
-        log.info(f"next: turbozero eval {run_dir.path}{play}")
+        # (a run of a game of one's own names its module: opened with the user's word)
+        trust = " --trust-run" if game_module_of(str(getattr(config, "env", ""))) else ""
+        play = f", or play it: turbozero play {run_dir.path}{trust}" if _playable(algorithm) else ""
+        log.info(f"next: turbozero eval {run_dir.path}{trust}{play}")
         return summary
 
 
@@ -457,26 +472,114 @@ def _playable(algorithm: Algorithm) -> bool:
 class RunHooks:
     """A base for an algorithm's run hooks (`Algorithm`), with the steps most algorithms leave
     as they are: `record` adds nothing to `config.json`, `start` and `resumed` do nothing, `init`
-    runs `initial_state` compiled and `restore_target` gives its shapes, `restored` takes back
-    the last epoch's `final_metrics` and evaluation `eval` (as `checkpoint` saved them, see
-    `saved_record`) and returns the tree, `env_steps` counts `steps_per_epoch` an epoch. The
-    subclass sets `name`, gives `config` (its `env` and `max_wall_seconds`, where it has one,
-    are read from it) and `initial_state`, and sets `steps_per_epoch`.
+    runs `initial_state` compiled and `restore_target` gives its shapes, `evaluate` runs
+    `evaluation` when `evaluation_due` and keeps its row, `restored` takes back the last epoch's
+    `final_metrics` and evaluation `eval` (as `checkpoint` saved them, see `saved_record`) and
+    returns the tree, `checkpoint` saves the whole state with `progress` (which `summary` also
+    reports), `env_steps` counts `steps_per_epoch` an epoch. The subclass sets `name` and
+    `config_class`, gives `config` (its `env`, and `max_wall_seconds` and `eval_every` where it
+    has them, are read from it), `initial_state` and `evaluation`, and sets `steps_per_epoch` and
+    `epochs` (the config's last epoch). `train` trains it in one process: it is the algorithm's
+    `train_<name>` function (`train_ppo`, `train_td`), stopped early by `stop_argument`.
     """
 
     name: str
+    config_class: type
+    epochs: int
+    #: `evaluation(state) -> (state, row)`, an evaluation of `state` (a method or a function the
+    #: subclass sets): the state after it (its evaluation key consumed, its best kept) and its
+    #: metrics for the row
+    evaluation: Callable[[Any], tuple[Any, Row]]
     resume_may_change: tuple[str, ...] = ()
     resume_notes: Mapping[str, str] = {}
     steps_per_epoch: int = 0
+    #: `train`'s argument that stops a run after so many epochs in all (the config's name for
+    #: them: `num_epochs`, or PPO's `num_evals`)
+    stop_argument: str = "num_epochs"
+
+    @classmethod
+    def train(
+        cls,
+        config: Any,
+        run_dir: str | Path | None = None,
+        *,
+        resume: bool = False,
+        preset: str | None = None,
+        progress: bool | None = None,
+        check_memory: bool = True,
+        **stop_after: int | None,
+    ) -> dict[str, Any]:
+        """Train the algorithm in this process (`train_in_one_process`); returns the summary (also
+        `summary.json`). It is the algorithm's `train_<name>` (`train_ppo`, `train_td`) and the
+        registry's `run` (`turbozero.algorithms`).
+
+        Args:
+            config: a config of the algorithm (`config_class`), or the name of one of its presets.
+            run_dir: where to write; defaults to `runs/PRESET-TIMESTAMP`. An existing run
+                directory is an error unless `resume`.
+            resume: continue the run in `run_dir` from its newest checkpoint, exactly: its saved
+                config must equal `config` but for the settings a resumed run may change
+                (`resume_may_change`). Without a checkpoint yet, the run starts from scratch.
+            preset: the preset name to record (filled in when `config` is a preset name).
+            progress: rich progress bar (default: when stdout is a terminal); plain lines
+                otherwise.
+            check_memory: refuse a run whose state would not fit in this machine's memory
+                (`TooLargeError`, before anything is written); False to try anyway.
+            **stop_after: `stop_argument=N`: stop after `N` epochs in all (default: the config's
+                last epoch, to which a later `resume` continues).
+
+        Returns:
+            The summary: `preset`, `env`, `algorithm`, `epochs`, `env_steps` and `wall_seconds`
+            (over resumes) so far, and the algorithm's own entries (`summary`).
+
+        Raises:
+            FileExistsError: `run_dir` exists and `resume` is False, or another training holds it
+                (`RunInUseError`).
+            FileNotFoundError: `resume` and `run_dir` is not a run directory.
+            ValueError: `resume` with a different config or a run of another algorithm; a preset
+                of another algorithm.
+            TypeError: `config` is neither a config of the algorithm nor a preset name; a
+                keyword argument that is none of these.
+        """
+        for argument in stop_after:
+            if argument != cls.stop_argument:  # (as Python says it of a function's arguments)
+                raise TypeError(
+                    f"train_{cls.name}() got an unexpected keyword argument {argument!r}"
+                )
+        return train_in_one_process(
+            cls,
+            config,
+            run_dir,
+            stop_after=(cls.stop_argument, stop_after.get(cls.stop_argument)),
+            resume=resume,
+            preset=preset,
+            progress=progress,
+            check_memory=check_memory,
+        )
 
     def initial_state(self) -> Any:
         """The state a new run starts from (traced: `init` compiles it)."""
         raise NotImplementedError
 
+    def evaluation_due(self, epoch: int, *, out_of_time: bool) -> bool:
+        """Whether epoch `epoch` ends with an evaluation: every `eval_every` epochs of the config
+        (every epoch where it has none), the last one and when time is up (`out_of_time`)."""
+        every = int(getattr(self.config, "eval_every", 1))
+        return epoch % every == 0 or epoch == self.epochs or out_of_time
+
+    def progress(self, state: Any, epoch: int) -> dict[str, Any]:
+        """What a checkpoint's side record and the summary hold of the run after `epoch` beside
+        the last epoch's metrics and evaluation (`saved_record`, `summary_record`): nothing."""
+        return {}
+
     def memory(self) -> tuple[int, str, str] | None:
         """`(bytes, what, settings to lower)`: the run's memory at its peak, estimated from
         shapes alone before anything is allocated (`check_fits_in_memory`); None: not known."""
         return None
+
+    def state_bytes(self) -> int:
+        """Bytes of the state a run starts from, from `initial_state`'s shapes alone."""
+        return pytree_bytes(jax.eval_shape(self.initial_state))
 
     def init(self) -> Any:
         return jax.jit(self.initial_state)()
@@ -509,6 +612,20 @@ class RunHooks:
     def resumed(self, run: Run, state: Any, epoch: int) -> None:
         pass
 
+    def evaluate(self, run: Run, state: Any, epoch: int, *, out_of_time: bool) -> tuple[Any, Row]:
+        """`evaluation` after the epochs `evaluation_due` says, its row kept as the last
+        evaluation's (checkpoints and the summary hold it); no row after the others."""
+        if not self.evaluation_due(epoch, out_of_time=out_of_time):
+            return state, {}
+        state, self.eval_row = self.evaluation(state)
+        return state, self.eval_row
+
+    def checkpoint(self, state: Any, epoch: int) -> tuple[Any, dict[str, Any]]:
+        return state, self.saved_record(**self.progress(state, epoch))
+
+    def summary(self, state: Any, epoch: int, row: Row, *, final: bool) -> dict[str, Any]:
+        return self.summary_record(**self.progress(state, epoch))
+
     def saved_record(self, **entries: Any) -> dict[str, Any]:
         """A checkpoint's side record: `entries`, the last epoch's metrics and evaluation."""
         return {**entries, "final_metrics": self.final_metrics, "eval": self.eval_row}
@@ -537,6 +654,13 @@ class RunHooks:
         return out, time.perf_counter() - t0, row
 
 
+def judge_of(env: Any) -> Judge | None:
+    """The judge of the game `env` names (`GameSpec.judge`), whose figures the log and the plots
+    word and draw as it says; None for games without one (and a name that is no game)."""
+    spec = game_spec(env) if isinstance(env, str) else None
+    return None if spec is None else spec.judge
+
+
 def read_run_config(run: RunDir, name: str) -> tuple[Any, str | None]:
     """The config (its registered config class's) and the preset name a run directory of the
     algorithm `name` holds.
@@ -552,26 +676,29 @@ def read_run_config(run: RunDir, name: str) -> tuple[Any, str | None]:
 def train_in_one_process(
     hooks_class: Any,
     config: Any,
-    preset: str | None,
-    run_dir: str | Path | None,
+    run_dir: str | Path | None = None,
     *,
-    resume: bool,
-    progress: bool | None,
-    stop_after: tuple[str, int | None],
-    check_memory: bool,
+    stop_after: tuple[str, int | None] | None = None,
+    resume: bool = False,
+    preset: str | None = None,
+    progress: bool | None = None,
+    check_memory: bool = True,
 ) -> dict[str, Any]:
-    """An algorithm's `train` that runs in one process, once for all of them: `config` (resolved,
-    `turbozero.config.resolve_config`; `preset` its preset's name) made into `hooks_class(config)`
-    (a `RunHooks` with `name` and `epochs`), a run joined to others refused, the loggers' extras and
-    (with `check_memory`) the memory `hooks.memory()` estimates checked before the run directory
-    exists, then `run_experiment` in `run_dir` (default `runs/PRESET-TIMESTAMP`) until `stop_after`
-    (`(argument name, epochs or None)`: where to stop early) or the config's last epoch."""
-    cfg = config
-    argument, stop = stop_after
+    """An algorithm's `train` that runs in one process, once for all of them: `config` (a config of
+    `hooks_class.config_class` or the name of one of its algorithm's presets, resolved by
+    `turbozero.config.resolve_config`) made into `hooks_class(config)` (a `RunHooks`), a run joined
+    to others refused, the loggers' extras and (with `check_memory`) the memory `hooks.memory()`
+    estimates checked before the run directory exists, then `run_experiment` in `run_dir` (default
+    `runs/PRESET-TIMESTAMP`) until `stop_after` (`(argument name, epochs or None)`: where to stop
+    early) or the config's last epoch. `RunHooks.train` says the rest, and what it raises.
+    """
+    name, config_class = hooks_class.name, hooks_class.config_class
+    cfg, preset = resolve_config(config, preset, algorithm=name, config_class=config_class)
+    argument, stop = stop_after or ("", None)
     if stop is not None:
         stop = check_count(argument, stop, low=1)
     configure_or_say_why()
-    title = algorithm(hooks_class.name).title
+    title = algorithm(name).title
     if jax.process_count() > 1:
         raise ValueError(
             f"{title} training runs in one process, but {jax.process_count()} processes were "

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import secrets
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turbozero.io.errors import MissingExtraError
 from turbozero.io.rundir import RunDir
+
+if TYPE_CHECKING:
+    from turbozero.gamespec import Judge
 
 #: training numbers shown on each epoch's line (when the row has them), in this order
 SHOWN = (
@@ -49,9 +52,12 @@ def accuracy_text(result: float, positions: int | None) -> str:
     return f"{result:.2%} ({mistakes:,} mistake{'' if mistakes == 1 else 's'} of {positions:,})"
 
 
-def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> str:
+def epoch_line(
+    row: dict[str, Any], total: int, seconds_left: float | None, judge: Judge | None = None
+) -> str:
     """One epoch as a line a person reads: `Epoch 14/80: loss=2.185 ... | vs random W/D/L
-    100/0/0% | accuracy 99.96% (2 mistakes of 4,520; best move 71.8%) | 0:00:12 left`."""
+    100/0/0% | accuracy 99.96% (2 mistakes of 4,520; best move 71.8%) | 0:00:12 left`; `judge`
+    (the game's) words its own figures (`Judge.log_text`)."""
     parts = [f"Epoch {row['epoch']}/{total}:"]
     parts += [f"{k.removeprefix('eval/')}={_number(row[k])}" for k in SHOWN if k in row]
     if "elo/games" in row:  # what the rating rests on (a 1-1 start reads as elo=0)
@@ -71,11 +77,9 @@ def epoch_line(row: dict[str, Any], total: int, seconds_left: float | None) -> s
         best = f"best move {row['eval/accuracy/best']:.1%}"
         text = f"{text[:-1]}; {best})" if text.endswith(")") else f"{text} ({best})"
         parts.append(f"| accuracy {text}")
-    if "eval/gnubg/error_rate" in row:  # backgammon: judged by gnubg
-        parts.append(
-            f"| gnubg error rate {row['eval/gnubg/error_rate']:.1f} "
-            f"(best play {row['eval/gnubg/best']:.1%})"
-        )
+    judged = None if judge is None or judge.log_text is None else judge.log_text(row)
+    if judged:  # an engine's judgement (backgammon's gnubg), in its own words
+        parts.append(f"| {judged}")
     if seconds_left is not None:
         parts.append(f"| {_clock(seconds_left)} left")
     return " ".join(parts)
@@ -111,9 +115,11 @@ class MetricsLogger:
         progress: bool | None = None,
         config: Any = None,
         enabled: bool = True,
+        judge: Judge | None = None,
     ):
         """`enabled=False` (processes other than 0 of a multi-host run) writes and shows nothing."""
         self.enabled = enabled
+        self.judge = judge  # the game's judge: its figures' words in the epoch lines
         self.run_dir = run_dir
         self.total = total_epochs
         self.budget = float(getattr(config, "max_wall_seconds", 0.0) or 0.0)
@@ -218,9 +224,9 @@ class MetricsLogger:
         self.run_dir.append_metrics(row)
         if self._progress is not None:
             self._progress.update(self._task, completed=row["epoch"])
-            self._progress.console.print(epoch_line(row, self.total, None))
+            self._progress.console.print(epoch_line(row, self.total, None, self.judge))
         else:
-            print(epoch_line(row, self.total, self.seconds_left(row)), flush=True)
+            print(epoch_line(row, self.total, self.seconds_left(row), self.judge), flush=True)
         step = int(row.get("env_steps", row["epoch"]))
         numeric = {k: v for k, v in row.items() if isinstance(v, int | float)}
         if self._tb is None and self._tb_writer is not None:

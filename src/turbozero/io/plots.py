@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from turbozero.gamespec import Judge
 
 GROUPS = {
     "losses": (
@@ -36,13 +39,15 @@ def is_fraction(key: str, values: list[float]) -> bool:
     return named and all(0.0 <= v <= 1.0 for v in values)
 
 
-def strength_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+def strength_series(
+    rows: list[dict[str, Any]], judge: Judge | None = None
+) -> dict[str, dict[str, str]]:
     """The strength panels a run's rows support: `{panel title: {line label: metric key}}`.
 
-    Move accuracy against a solver (in backgammon gnubg's error rate and share of its best
-    plays), the score against each fixed opponent (wins plus half the
-    draws, from the `eval/NAME/win` and `eval/NAME/draw` rates), the score against the best
-    network, the Elo rating, and a one-player game's mean return."""
+    Move accuracy against a solver (or the panels of the game's `judge`: backgammon's gnubg
+    error rate and share of its best plays), the score against each fixed opponent (wins plus
+    half the draws, from the `eval/NAME/win` and `eval/NAME/draw` rates), the score against the
+    best network, the Elo rating, and a one-player game's mean return."""
     keys = {k for r in rows for k in r}
     panels: dict[str, dict[str, str]] = {}
     accuracy = {
@@ -52,9 +57,10 @@ def strength_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     }
     if accuracy:
         panels["move accuracy vs solver"] = accuracy
-    if "eval/gnubg/error_rate" in keys:
-        panels["gnubg error rate (millipoints a move)"] = {"error rate": "eval/gnubg/error_rate"}
-        panels["gnubg's best play"] = {"share of positions": "eval/gnubg/best"}
+    for title, lines in (judge.panels if judge is not None else {}).items():
+        present = {label: key for label, key in lines.items() if key in keys}
+        if present:  # an engine's judgement (backgammon's gnubg), as its judge draws it
+            panels[title] = present
     opponents = sorted(k[5:-4] for k in keys if k.startswith("eval/") and k.endswith("/win"))
     score = {f"vs {o}": f"score:{o}" for o in opponents}
     if "eval/best/score" in keys:
@@ -95,13 +101,13 @@ def _last(value: float, fraction: bool) -> str:
     return f" ({value:.2%} last)" if fraction else f" ({value:.4g} last)"
 
 
-def plot_strength(rows: list[dict[str, Any]], path: Path) -> bool:
+def plot_strength(rows: list[dict[str, Any]], path: Path, judge: Judge | None = None) -> bool:
     """One figure of strength over time: a row per panel of `strength_series`, against
     wall-clock minutes (left) and environment steps (right). False if there is nothing to plot."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import EngFormatter, PercentFormatter
 
-    panels = strength_series(rows)
+    panels = strength_series(rows, judge)
     if not panels:
         return False
     fig, axes = plt.subplots(
@@ -196,9 +202,11 @@ def plot_returns(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
+def plot_run(
+    rows: list[dict[str, Any]], out_dir: str | Path, *, judge: Judge | None = None
+) -> list[Path]:
     """Write what the rows hold: `strength.png` (AlphaZero and TD) or `returns.png` (PPO),
-    beside `losses.png` and `throughput.png`."""
+    beside `losses.png` and `throughput.png`; `judge` (the game's) adds its panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -210,7 +218,7 @@ def plot_run(rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     groups = dict(GROUPS)
     games = any("positions_per_s" in r or "turns_per_s" in r for r in rows)  # AlphaZero, TD
     if games:
-        if plot_strength(rows, out / "strength.png"):
+        if plot_strength(rows, out / "strength.png", judge):
             written.append(out / "strength.png")
     elif plot_returns(rows, out / "returns.png"):
         written.append(out / "returns.png")

@@ -18,6 +18,7 @@ import errno
 import json
 import math
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,14 @@ from typing import Any
 
 from turbozero.algorithms import UnknownAlgorithmError
 from turbozero.algorithms import algorithm as algorithm_entry
-from turbozero.io.errors import DamagedRunError, RunInUseError, RunPathError
+from turbozero.gamespec import game_spec, is_builtin_game_module, load_game_module
+from turbozero.io.errors import (
+    TRUST_HOW,
+    DamagedRunError,
+    RunInUseError,
+    RunPathError,
+    UntrustedRunError,
+)
 from turbozero.validate import is_digits
 
 #: files a run writes in place (appended to, or truncated and rewritten) rather than replaces
@@ -345,6 +353,42 @@ def _replace_durably(target: Path, text: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def load_run_game(rd: RunDir, *, trust: bool) -> None:
+    """Register the game of a run trained on a game of one's own (`turbozero train --game`):
+    import the file or module its `config.json` records as `"game_module"` and call its
+    `register()` (`turbozero.gamespec.load_game_module`). Nothing for other runs, for
+    turbozero's own game modules, or when the run's game is registered already (after `trust`
+    is checked: the answer never depends on what this process did before).
+
+    Args:
+        rd: the run.
+        trust: the user's word that the code the run names may be imported and called
+            (`--trust-run`, `load_agent(..., trust=True)`); trusted, it is said on stderr first.
+
+    Raises:
+        UntrustedRunError: the run names a game module outside turbozero and not `trust`, in
+            one line naming it and how to allow it.
+        DamagedRunError: `"game_module"` is not a module's name or a file's path.
+    """
+    saved = rd.read_config()
+    module = saved.get("game_module")
+    if module is None or is_builtin_game_module(module):
+        return  # (turbozero's own games are registered on their first lookup)
+    if not isinstance(module, str) or not module.strip():
+        raise DamagedRunError(f"{rd.config_path} holds a 'game_module' that is no module name")
+    if not trust:
+        raise UntrustedRunError(
+            f"{rd.path}'s config.json names a game module to import and call (its register()) "
+            f"for its game: {module!r}; a run directory is opened as data, running none of "
+            f"it: {TRUST_HOW}"
+        )
+    env = saved["config"].get("env")
+    if isinstance(env, str) and game_spec(env) is not None:
+        return
+    print(f"trusting {rd.path}: importing {module} (its game)", file=sys.stderr, flush=True)
+    load_game_module(module)
 
 
 def find_run_dir(path: str | os.PathLike[str]) -> RunDir:

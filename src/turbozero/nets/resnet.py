@@ -7,7 +7,7 @@ import dataclasses
 import flax.linen as nn
 import jax.numpy as jnp
 
-from turbozero.games.lines import line_features
+from turbozero.nets.lines import line_features
 from turbozero.struct import ADDED_LATER
 from turbozero.types import Array
 from turbozero.validate import check_count
@@ -29,7 +29,7 @@ class AZResnetConfig:
             bound (as `PolicyValueMLP`).
         model_type: accepted for compatibility with the tutorial; must be "resnet".
         line_length: 0, or the `k` of a game won by k marks in a row: the network also reads
-            `turbozero.games.lines.line_features` of its board (7 more input planes).
+            `turbozero.nets.lines.line_features` of its board (7 more input planes).
 
     The heads' 1x1 convolutions have AlphaGo Zero's 2 policy and 1 value channels.
     """

@@ -5,7 +5,7 @@
 browser. Sits on top of the library, like the CLI: nothing in the library imports it.
 """
 
-from turbozero.games.core import board_cells, move_label
+from turbozero.gamespec import board_cells, move_label
 from turbozero.play.server import make_app, make_server, serve, url_of
 from turbozero.play.session import EngineSide, Game, IllegalMoveError, engine_side
 

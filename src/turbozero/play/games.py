@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from turbozero.games.core import coordinate_labels, game_spec, move_label, player_marks
+from turbozero.gamespec import coordinate_labels, game_spec, move_label, player_marks
 
 
 def move_text(env_name: str, state: Any, action: int) -> str:

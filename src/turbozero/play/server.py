@@ -42,7 +42,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+import turbozero
 from turbozero.io import outside
+from turbozero.io.main_thread import serve_main_thread
 from turbozero.play.session import Game, IllegalMoveError, engine_side
 from turbozero.validate import is_digits
 
@@ -505,9 +507,6 @@ def serve(
     engine (`engine_side`) takes the agent's seat; engines that must run on the main thread
     (gnubg looking ahead) are served from it while the page runs on another."""
     import webbrowser
-
-    import turbozero
-    from turbozero.engines.main_thread import serve_main_thread
 
     if (path is None) == (engine is None) or (engine is None) != (game_id is None):
         raise ValueError("play a run directory, or an engine with its game (engine and game_id)")

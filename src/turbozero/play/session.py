@@ -21,10 +21,12 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from turbozero import envs
 from turbozero.arena.agents import runs_search
+from turbozero.arena.opponents import make_opponent
 from turbozero.envs.chance import step_with_outcome
 from turbozero.envs.core import Env
-from turbozero.games.core import board_cells, move_label, outcome_label, winning_line
+from turbozero.gamespec import board_cells, move_label, outcome_label, winning_line
 from turbozero.play.games import (
     agent_turn_marks,
     chance_cell,
@@ -90,8 +92,6 @@ def engine_side(game: str, engine: str) -> EngineSide:
             not play this game (named in the message).
         MissingExtraError, FileNotFoundError: the engine is not installed.
     """
-    from turbozero import envs
-    from turbozero.arena.opponents import make_opponent
 
     env = envs.make(game)
     return EngineSide(env, make_opponent(env, engine), engine)

@@ -17,7 +17,8 @@ a raw action into the environment's with `squash_to_bounds`, `scale_to_bounds` o
 `log_prob` is the log-density (or log-probability) of the environment action, Jacobians included,
 so the bounded heads' densities are over the box `[low, high]`. Every distribution has
 `sample(key)`, `sample_with(noise)` (its randomness drawn ahead, see each class), `mode()`,
-`log_prob(raw)`, `entropy()` and `kl(other)` (KL(self || other), same class).
+`log_prob(raw)`, `entropy()` and `kl(other)` (KL(self || other), same class); `mask_policy`
+restricts one to the legal actions and `per_sample` batches its fields like its samples.
 """
 
 from __future__ import annotations
@@ -402,3 +403,33 @@ class MultiCategorical(NamedTuple):
 
 
 Distribution = Categorical | DiagGaussian | TanhGaussian | ScaledBeta | MultiCategorical
+
+
+def mask_policy(dist: Distribution, mask: Array | None) -> Distribution:
+    """`dist` restricted to the legal actions of `mask`: a categorical's `[..., A]` (illegal
+    logits at `MASKED_LOGIT`), or a multi-discrete one's joint mask `[..., n_1, ..., n_K]`, which
+    masks each component given the earlier ones; the continuous heads' unchanged."""
+    if mask is None:
+        return dist
+    if isinstance(dist, Categorical):
+        return Categorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
+    if isinstance(dist, MultiCategorical):
+        return dist._replace(mask=mask)
+    return dist
+
+
+def per_sample(dist: Distribution) -> Distribution:
+    """`dist` with every field batched like its samples (`[E, ...]`), so that it can be stacked
+    over time, flattened and shuffled with the rest of a rollout. A Gaussian head's shared
+    log standard deviation `[D]` and the bounded heads' bounds `[D]` are broadcast to `[E, D]`."""
+    if isinstance(dist, DiagGaussian):
+        return DiagGaussian(dist.mean, jnp.broadcast_to(dist.log_std, dist.mean.shape))
+    if isinstance(dist, TanhGaussian):
+        return TanhGaussian(
+            *(jnp.broadcast_to(x, dist.mean.shape) for x in dist)  # type: ignore[arg-type]
+        )
+    if isinstance(dist, ScaledBeta):
+        return ScaledBeta(
+            *(jnp.broadcast_to(x, dist.alpha.shape) for x in dist)  # type: ignore[arg-type]
+        )
+    return dist

@@ -47,18 +47,19 @@ import numpy as np
 import optax
 
 from turbozero import struct
+from turbozero.config import ConfigError, suggest
+from turbozero.envs import make
 from turbozero.envs.core import Env
 from turbozero.ppo import normalize as obs_norm
 from turbozero.ppo.autoreset import AutoResetEnv, AutoResetState, make_autoreset
 from turbozero.ppo.config import PPOConfig
 from turbozero.ppo.distributions import (
     MASKED_LOGIT,
-    Categorical,
-    DiagGaussian,
     Distribution,
     MultiCategorical,
-    ScaledBeta,
     TanhGaussian,
+    mask_policy,
+    per_sample,
     ravel_components,
     scale_to_bounds,
     squash_to_bounds,
@@ -274,43 +275,13 @@ class EvalCarry(NamedTuple):
 # ------------------------------------------------------------------------------------- acting
 
 
-def _mask_policy(dist: Distribution, mask: Array | None) -> Distribution:
-    """`dist` restricted to the legal actions of `mask` (in `head_mask`'s form): illegal
-    logits at `MASKED_LOGIT`, or the multi-discrete head's joint mask, which masks each component
-    given the earlier ones."""
-    if mask is None:
-        return dist
-    if isinstance(dist, Categorical):
-        return Categorical(jnp.where(mask, dist.logits, MASKED_LOGIT))
-    if isinstance(dist, MultiCategorical):
-        return dist._replace(mask=mask)
-    return dist
-
-
 def head_mask(spec: LearnerSpec, mask: Array | None) -> Array | None:
-    """The legal actions `mask [B, A]` in the form the head masks: unchanged, or for the
-    multi-discrete head shaped by its components, `[B, n_1, ..., n_K']`."""
+    """The legal actions `mask [B, A]` in the form the head masks (`mask_policy`): unchanged, or
+    for the multi-discrete head shaped by its components, `[B, n_1, ..., n_K']`."""
     if mask is None or spec.head != "multi_discrete":
         return mask
     assert spec.env.action_components is not None
     return jnp.reshape(mask, (*mask.shape[:-1], *spec.env.action_components))
-
-
-def _per_sample(dist: Distribution) -> Distribution:
-    """`dist` with every field batched like its samples (`[E, ...]`), so that it can be stacked
-    over time, flattened and shuffled with the rest of a rollout. A Gaussian head's shared
-    log standard deviation `[D]` and the bounded heads' bounds `[D]` are broadcast to `[E, D]`."""
-    if isinstance(dist, DiagGaussian):
-        return DiagGaussian(dist.mean, jnp.broadcast_to(dist.log_std, dist.mean.shape))
-    if isinstance(dist, TanhGaussian):
-        return TanhGaussian(
-            *(jnp.broadcast_to(x, dist.mean.shape) for x in dist)  # type: ignore[arg-type]
-        )
-    if isinstance(dist, ScaledBeta):
-        return ScaledBeta(
-            *(jnp.broadcast_to(x, dist.alpha.shape) for x in dist)  # type: ignore[arg-type]
-        )
-    return dist
 
 
 def _flatten_time(x: Array) -> Array:
@@ -405,7 +376,7 @@ def act(
         `[B]` int32 or `[B, D]` float32 environment actions (`env_action`).
     """
     obs = normalize_observations(spec, obs_stats, observations)
-    dist = _mask_policy(spec.network.policy(params.actor, obs), head_mask(spec, action_mask))
+    dist = mask_policy(spec.network.policy(params.actor, obs), head_mask(spec, action_mask))
     return env_action(spec, dist.mode() if greedy else dist.sample(key))
 
 
@@ -645,7 +616,7 @@ def rollout_step(
     raw = env_state.observation
     obs = normalize_observations(spec, obs_stats, raw)
     mask = head_mask(spec, action_masks(spec, env_state.env_state))
-    dist = _mask_policy(spec.network.policy(params.actor, obs), mask)
+    dist = mask_policy(spec.network.policy(params.actor, obs), mask)
     action = dist.sample_with(inputs.noise)
     log_prob = dist.log_prob(action)
     value = spec.network.value(params.critic, obs)
@@ -664,7 +635,7 @@ def rollout_step(
         truncated=out.truncated,
         next_obs=out.next_observation,
         action_mask=mask,
-        old_policy=_per_sample(dist) if spec.config.loss == "kl_penalty" else None,
+        old_policy=per_sample(dist) if spec.config.loss == "kl_penalty" else None,
         episode_return=out.episode_return,
         episode_length=out.episode_length,
     )
@@ -795,7 +766,7 @@ def actor_loss(
 ) -> tuple[Array, dict[str, Array]]:
     """The policy's loss on `transitions` (leaves `[M, ...]`) with `advantages [M]`: the clipped
     surrogate, the KL-penalised one or DPO's, minus the entropy bonus; and its parts."""
-    dist = _mask_policy(spec.network.policy(actor_params, transitions.obs), transitions.action_mask)
+    dist = mask_policy(spec.network.policy(actor_params, transitions.obs), transitions.action_mask)
     log_prob = dist.log_prob(transitions.action)
     if spec.config.loss == "clip":
         loss, info = ppo_clip_loss(log_prob, transitions.log_prob, advantages, clip_eps=hp.clip_eps)
@@ -984,8 +955,6 @@ def validate_ppo_args(
     names = [f.name for f in dataclasses.fields(PPOConfig)]
     unknown = sorted(set(overrides) - set(names))
     if unknown:
-        from turbozero.config import ConfigError, suggest
-
         hints = "".join(suggest(k, names) for k in unknown)
         raise ConfigError(f"unknown PPOConfig keys {unknown}.{hints}")
     if config is None:
@@ -993,8 +962,6 @@ def validate_ppo_args(
     elif overrides:
         config = dataclasses.replace(config, **overrides)
     if env is None:
-        from turbozero.envs import make
-
         env = make(config.env, one_hot=config.one_hot_observations)
     if env.num_players != 1:
         raise ValueError(
@@ -1011,7 +978,6 @@ def resolve_action_head(action_head: str, env: Env) -> str:
     Raises:
         turbozero.config.ConfigError: naming the head and what the environment's actions lack.
     """
-    from turbozero.config import ConfigError
 
     if action_head == "auto":
         return "gaussian" if env.continuous else "categorical"
@@ -1201,6 +1167,44 @@ def keep_best(ckpt: CheckpointState, returns: Array) -> CheckpointState:
         best_obs_stats=stats,
         best_return=jnp.where(better, returns, ckpt.best_return),
     )
+
+
+def make_seed_evaluation(
+    ppo: PPO,
+) -> Callable[[CheckpointState], tuple[CheckpointState, dict[str, Any]]]:
+    """`evaluation(ckpt) -> (ckpt, row)`, a run's evaluation after an epoch: every seed's
+    current parameters on `eval_episodes` fresh episodes (the `S` seeds in one compiled call,
+    consuming the checkpoint's `eval_key`), each seed keeping its best (`keep_best`); the row is
+    `eval_row`'s."""
+    evaluate_seeds = jax.jit(jax.vmap(ppo.evaluate))
+
+    def evaluation(ckpt: CheckpointState) -> tuple[CheckpointState, dict[str, Any]]:
+        eval_key, key = jax.random.split(ckpt.eval_key)
+        learner = ckpt.learner
+        keys = jax.random.split(key, ppo.config.num_seeds)
+        returns = evaluate_seeds(learner.params, learner.obs_stats, keys)
+        ckpt = keep_best(ckpt._replace(eval_key=eval_key), returns["return_mean"])
+        return ckpt, eval_row(returns)
+
+    return evaluation
+
+
+def absolute_entries(ppo: PPO, ckpt: CheckpointState) -> dict[str, Any]:
+    """The "absolute metric" of a finished run, the entries its summary's `eval` adds: every
+    seed's best parameters re-evaluated with `absolute_eval_factor` times `eval_episodes`
+    episodes (`absolute_evaluate`, with the key the next evaluation would take), their seed means
+    (`absolute`), each seed's mean return (`absolute_return_per_seed`, `[S]`) and the episodes
+    a seed played (`absolute_episodes`)."""
+    cfg = ppo.config
+    _, key = jax.random.split(ckpt.eval_key)
+    absolute = jax.jit(jax.vmap(absolute_evaluate(ppo)))(
+        ckpt.best_params, ckpt.best_obs_stats, jax.random.split(key, cfg.num_seeds)
+    )
+    return {
+        "absolute": seed_means(absolute),
+        "absolute_return_per_seed": np.asarray(absolute["return_mean"]).tolist(),
+        "absolute_episodes": cfg.eval_episodes * cfg.absolute_eval_factor,
+    }
 
 
 # ---------------------------------------------------------------- a run's rows, seed means

@@ -28,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from turbozero.nets.mlp import ACTIVATIONS, MLP
 from turbozero.ppo.config import HEADS
 from turbozero.ppo.distributions import (
     MASKED_LOGIT,
@@ -61,33 +62,6 @@ __all__ = [
 
 CONTINUOUS_HEADS = ("gaussian", "tanh_gaussian", "beta")
 BOUNDED_HEADS = ("tanh_gaussian", "beta")
-
-ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
-    "tanh": jnp.tanh,
-    "relu": nn.relu,
-    "gelu": nn.gelu,
-    "silu": nn.silu,
-    "elu": nn.elu,
-}
-
-
-class MLP(nn.Module):
-    """Dense layers with an activation and optional layer norm (before the activation)."""
-
-    hidden_sizes: Sequence[int]
-    activation: str = "tanh"
-    layer_norm: bool = False
-
-    @nn.compact
-    def __call__(self, x: Array) -> Array:
-        act = ACTIVATIONS[self.activation]
-        gain = math.sqrt(2.0)
-        for size in self.hidden_sizes:
-            x = nn.Dense(size, kernel_init=nn.initializers.orthogonal(gain))(x)
-            if self.layer_norm:
-                x = nn.LayerNorm()(x)
-            x = act(x)
-        return x
 
 
 class Actor(nn.Module):

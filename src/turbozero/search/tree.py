@@ -61,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from turbozero import struct
+from turbozero.envs.chance import afterstate_shape
 from turbozero.envs.core import Env
 from turbozero.struct import pytree_bytes
 from turbozero.types import Array, PyTree
@@ -113,7 +114,6 @@ def tree_codecs(env: Env) -> tuple[StateCodec, StateCodec | None]:
     states = state_codec(env)
     if env.chance is None:
         return states, None
-    from turbozero.envs.chance import afterstate_shape
 
     after = pytree_codec(afterstate_shape(env))
     if states.width is None or after.width is None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from turbozero.arena.opponents import check_distinct, parse_opponent
 from turbozero.config import SEED_MAX, SEED_MIN, Config, ConfigError, check_range
+from turbozero.gamespec import all_games, game_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,12 +63,8 @@ class TDConfig(Config):
     eval_accuracy_positions: int = 200  # positions judged (a fixed, cached set)
 
     def validate(self) -> None:
-        from turbozero.games import game_spec
-
         spec = game_spec(self.env)
         if spec is None or spec.afterstates is None:
-            from turbozero.games import all_games
-
             have = [n for n, g in all_games().items() if g.afterstates is not None]
             raise ConfigError(
                 f"env {self.env!r} has no afterstate rules for TD learning; games with them: "
@@ -86,7 +84,6 @@ class TDConfig(Config):
         check_range("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
         if not self.eval_opponents:
             raise ConfigError("eval_opponents must name at least one opponent (the first ranks)")
-        from turbozero.arena.opponents import check_distinct, parse_opponent
 
         try:
             check_distinct(self.eval_opponents, "eval_opponents")

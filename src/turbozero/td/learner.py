@@ -22,11 +22,13 @@ from typing import Any, NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from turbozero.arena.agents import Agent, AgentOutput, make_agent
 from turbozero.envs.core import Env
-from turbozero.games import game_spec
+from turbozero.gamespec import game_spec
+from turbozero.nets.mlp import dense_layers
 from turbozero.struct import pytree_bytes
 from turbozero.td.config import TDConfig
 from turbozero.td.rules import TDRules
@@ -38,15 +40,15 @@ DOUBLE_SLOTS = 4
 
 
 class ValueNet(nn.Module):
-    """An MLP from afterstate features `[N, F]` to result logits `[N, R]` (ReLU layers)."""
+    """An MLP from afterstate features `[N, F]` to result logits `[N, R]` (ReLU layers,
+    `turbozero.nets.mlp.dense_layers`; the logits' layer starts at zero)."""
 
     hidden: Sequence[int]
     num_results: int
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
+        x = dense_layers(x, self.hidden)
         return nn.Dense(self.num_results, kernel_init=nn.initializers.zeros)(x)
 
 
@@ -264,6 +266,25 @@ def initial_checkpoint(td: TD) -> CheckpointState:
 def abstract_checkpoint(td: TD) -> Any:
     """Shapes and dtypes of a run's `CheckpointState` (nothing computed); to restore into."""
     return jax.eval_shape(functools.partial(initial_checkpoint, td))
+
+
+def keep_best(ckpt: CheckpointState, points: float) -> CheckpointState:
+    """`ckpt` with its learner's network kept as the best if its evaluation's `points` a game
+    (against the first opponent) beat the best's."""
+    better = points > float(ckpt.best_points)
+    return ckpt._replace(
+        best_params=ckpt.learner.params if better else ckpt.best_params,
+        best_points=jnp.float32(points) if better else ckpt.best_points,
+    )
+
+
+def epoch_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """An epoch's row of `train`'s metrics (`[steps]` leaves): the mean `loss` and the `games`
+    finished."""
+    return {
+        "loss": float(np.mean(np.asarray(metrics["loss"]))),
+        "games": float(np.sum(np.asarray(metrics["games"]))),
+    }
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

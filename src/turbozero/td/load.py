@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+import turbozero.envs
 from turbozero.arena.agents import LoadedAgent
 from turbozero.io.checkpoint import check_which, restore_checkpoint
 from turbozero.io.experiment import read_run_config
@@ -34,7 +35,6 @@ def load_agent(
         FileNotFoundError: no run directory or no checkpoint in it.
         ValueError: not a TD run, or `which` out of range.
     """
-    import turbozero.envs
 
     check_which(which)
     run = find_run_dir(path)

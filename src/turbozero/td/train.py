@@ -11,24 +11,21 @@ epoch, saves and returns.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
+import turbozero.envs
 from turbozero.arena.match import match_memory_bytes, play_opponents
 from turbozero.arena.opponents import make_opponent
-from turbozero.config import resolve_config
-from turbozero.games import game_spec
-from turbozero.io.experiment import Run, RunHooks, train_in_one_process
-from turbozero.struct import pytree_bytes
+from turbozero.gamespec import game_spec
+from turbozero.io.experiment import Run, RunHooks
 from turbozero.td.config import TDConfig
 from turbozero.td.learner import (
     CheckpointState,
-    abstract_checkpoint,
+    epoch_metrics,
     initial_checkpoint,
+    keep_best,
     make_td,
     td_agent,
     training_bytes,
@@ -47,14 +44,15 @@ RESUME_MAY_CHANGE = tuple(
 
 class TDRun(RunHooks):
     """TD's steps in the experiment runner: an epoch is one compiled call of `steps_per_epoch`
-    turns of every game; an evaluation plays the opponents and keeps the best network."""
+    turns of every game; an evaluation plays the opponents and keeps the best network. `train`
+    (`train_td`) stops after `num_epochs` epochs in all (default `config.num_epochs`)."""
 
     name = ALGORITHM
     config_class = TDConfig
+    stop_argument = "num_epochs"
     resume_may_change = RESUME_MAY_CHANGE
 
     def __init__(self, config: TDConfig):
-        import turbozero.envs
 
         super().__init__(config)
         self.td = make_td(config)
@@ -72,11 +70,10 @@ class TDRun(RunHooks):
     def memory(self) -> tuple[int, str, str]:
         """The checkpoint state twice (the compiled epoch's input and output) and the larger of
         a step's and an evaluation match's work."""
-        state = pytree_bytes(abstract_checkpoint(self.td))
         games, agent = self.config.eval_games, self.agent
         matches = [match_memory_bytes(self.env, [agent, o], games) for o in self.opponents.values()]
         what = "the TD run (network, Adam, the games and an evaluation's or a step's work)"
-        nbytes = 2 * state + max(training_bytes(self.td), *matches)
+        nbytes = 2 * self.state_bytes() + max(training_bytes(self.td), *matches)
         return nbytes, what, "lower num_games, hidden or eval_games"
 
     def describe(self) -> str:
@@ -99,20 +96,14 @@ class TDRun(RunHooks):
         (learner, metrics), seconds, row = self.timed_call(
             run, self.td.train, state.learner, static=steps
         )
-        self.final_metrics = {
-            "loss": float(np.mean(np.asarray(metrics["loss"]))),
-            "games": float(np.sum(np.asarray(metrics["games"]))),
-        }
+        self.final_metrics = epoch_metrics(metrics)
         row = {"turns_per_s": self.steps_per_epoch / max(seconds, 1e-9), **row}
         return state._replace(learner=learner), {**row, **self.final_metrics}
 
-    def evaluate(
-        self, run: Run, state: CheckpointState, epoch: int, *, out_of_time: bool
-    ) -> tuple[CheckpointState, dict[str, Any]]:
-        """Every `eval_every` epochs, the last one and when time is up; keeps the best."""
+    def evaluation(self, state: CheckpointState) -> tuple[CheckpointState, dict[str, Any]]:
+        """The network against every opponent (and the judge's positions), every `eval_every`
+        epochs, the last one and when time is up (`evaluation_due`); keeps the best."""
         cfg = self.config
-        if not (epoch % cfg.eval_every == 0 or epoch == cfg.num_epochs or out_of_time):
-            return state, {}
         eval_key, key = jax.random.split(state.eval_key)
         agent = self.agent.replace(params=state.learner.params)
         row = play_opponents(
@@ -120,57 +111,15 @@ class TDRun(RunHooks):
             positions=self.positions,
         )  # fmt: skip
         points = row[f"eval/{cfg.eval_opponents[0]}/points"]
-        better = points > float(state.best_points)
-        state = state._replace(
-            eval_key=eval_key,
-            best_params=state.learner.params if better else state.best_params,
-            best_points=jnp.float32(points) if better else state.best_points,
-        )
-        self.eval_row = {**row, "best_points": float(state.best_points)}
-        return state, self.eval_row
+        state = keep_best(state._replace(eval_key=eval_key), points)
+        return state, {**row, "best_points": float(state.best_points)}
 
-    def checkpoint(self, state: CheckpointState, epoch: int) -> tuple[Any, dict[str, Any]]:
-        best = float(state.best_points)
-        return state, self.saved_record(turns=self.env_steps(epoch), best_points=best)
-
-    def summary(self, state: CheckpointState, epoch: int, row: dict, *, final: bool) -> dict:
-        best = float(state.best_points)
-        return self.summary_record(turns=self.env_steps(epoch), best_points=best)
+    def progress(self, state: CheckpointState, epoch: int) -> dict[str, Any]:
+        """The turns played and the best network's points: the summary holds them beside
+        `final_metrics` (the last epoch's loss and finished games) and `eval` (the last
+        evaluation), and so does a checkpoint's side record."""
+        return {"turns": self.env_steps(epoch), "best_points": float(state.best_points)}
 
 
-def train_td(
-    config: TDConfig | str,
-    run_dir: str | Path | None = None,
-    *,
-    resume: bool = False,
-    preset: str | None = None,
-    progress: bool | None = None,
-    num_epochs: int | None = None,
-    check_memory: bool = True,
-) -> dict[str, Any]:
-    """Train a TD value network; returns the summary (also `summary.json`).
-
-    Args:
-        config: a `TDConfig`, or the name of a registered TD preset.
-        run_dir: where to write; defaults to `runs/PRESET-TIMESTAMP`. An existing run directory
-            is an error unless `resume`.
-        resume: continue the run in `run_dir` from its newest checkpoint, exactly.
-        preset: the preset name to record (filled in when `config` is a preset name).
-        progress: rich progress bar (default: when stdout is a terminal).
-        num_epochs: stop after this many epochs in all (default `config.num_epochs`).
-        check_memory: refuse a run that would not fit in this machine's memory (`TooLargeError`,
-            before anything is written); False to try anyway.
-
-    Returns:
-        The summary: `turns` played, `wall_seconds`, `final_metrics` (the last epoch's loss and
-        finished games), `eval` (the last evaluation) and `best_points`.
-
-    Raises:
-        FileExistsError: `run_dir` exists and `resume` is False.
-        ValueError: `resume` with a different config, or a run of another algorithm.
-    """
-    config, preset = resolve_config(config, preset, algorithm=ALGORITHM, config_class=TDConfig)
-    return train_in_one_process(
-        TDRun, config, preset, run_dir, resume=resume, progress=progress,
-        stop_after=("num_epochs", num_epochs), check_memory=check_memory,
-    )  # fmt: skip
+#: train a TD value network; returns the summary (`RunHooks.train`)
+train_td = TDRun.train

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import turbozero.alphazero.config  # registers the presets
-import turbozero.ppo.config  # noqa: F401
+import turbozero.ppo.config  # (its presets too)
 from turbozero.config import ConfigError, get_preset, load_presets
 
 PRESETS = load_presets()
@@ -537,3 +537,13 @@ def test_a_preset_of_ones_own_is_data_or_a_function():
     finally:
         for name in ("mine", "mine_fn", "mine_bad"):
             REGISTRY.pop(name, None)
+
+
+def test_a_nested_setting_given_without_its_section_is_suggested_with_it():
+    """`--set num_simulations=8` names `search.num_simulations` (a nested setting), not the
+    flat name that merely looks alike (`eval_simulations`)."""
+    config = turbozero.alphazero.config.AlphaZeroConfig()
+    with pytest.raises(ConfigError, match=r"Did you mean 'search\.num_simulations'\?$"):
+        config.with_overrides(["num_simulations=8"])
+    with pytest.raises(ConfigError, match=r"Did you mean 'eval_simulations'\?$"):
+        config.with_overrides(["eval_simulaton=8"])  # a misspelling still gets its neighbour

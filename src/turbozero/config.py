@@ -45,6 +45,18 @@ def suggest(name: str, choices: Iterable[str]) -> str:
 INT32_MAX = 2**31 - 1
 
 
+def _section_keys(cls: Any) -> list[str]:
+    """The dotted keys of `cls`'s nested sections (`search.num_simulations`), which a key
+    given without its section is meant to be when its name matches one exactly."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        section = _config_class(hints[f.name])
+        if section is not None:
+            out += [f"{f.name}.{g.name}" for g in dataclasses.fields(section)]
+    return out
+
+
 def check_range(
     name: str,
     value: float,
@@ -229,9 +241,15 @@ class Config:
                 names = [f.name for f in dataclasses.fields(cls)]
                 if part not in names:
                     where = ".".join(parts[:depth]) or "the config"
+                    inside = [n for n in _section_keys(cls) if n.rsplit(".", 1)[-1] == part]
+                    hint_text = (
+                        f" Did you mean {' or '.join(map(repr, inside))}?"
+                        if inside
+                        else suggest(part, names)
+                    )
                     raise ConfigError(
                         f"unknown config key {path!r}: {part!r} is not in {where}; valid keys: "
-                        f"{names}." + suggest(part, names)
+                        f"{names}." + hint_text
                     )
                 hint = typing.get_type_hints(cls)[part]
                 if depth == len(parts) - 1:

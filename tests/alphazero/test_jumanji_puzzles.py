@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import turbozero
-from turbozero.alphazero import train
+from turbozero.alphazero import make_alphazero, train
+from turbozero.arena import play_match, random_agent
 from turbozero.config import ConfigError, get_preset
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.rundir import RunDir
@@ -58,6 +59,22 @@ def test_one_player_evaluation_reports_the_searched_agent_and_the_network_alone(
     for r in rows:
         assert r["eval/network/return"] >= 0 and r["eval/return"] >= 0
         assert r["eval/score"] == r["eval/return"]  # (the best network is the searched one's)
+    # the random policy's return beside them, played once from the seed: the same every epoch
+    # (and on a resume), and what play_match of a random agent gives with that key
+    assert rows[0]["eval/random/return"] == rows[1]["eval/random/return"] >= 0
+    cfg = CFG.resolved()
+    env = make_alphazero(cfg).env
+    key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 0x7A4D)
+    random_games = play_match(
+        env,
+        random_agent(env),
+        None,
+        key,
+        num_games=4,
+        max_steps=cfg.max_episode_steps,
+        opening_moves=cfg.eval_opening_moves,
+    )
+    assert rows[0]["eval/random/return"] == pytest.approx(float(random_games.mean_return_a))
     saved = json.loads((run / "config.json").read_text())
     assert saved["config"]["reward_fn"] == "uncovered_share"
 

@@ -32,6 +32,7 @@ from turbozero.arena import (
     network_agent,
     play_match,
 )
+from turbozero.arena.agents import random_agent
 from turbozero.arena.match import match_memory_bytes, match_row
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page
@@ -120,6 +121,7 @@ class Evaluator:
         self.best_name: str | None = None
         self.elo = EloPool(anchors={ANCHOR: 0.0} if "random" in self.opponents else {})
         self.pool: list[tuple[str, Params]] = []
+        self.random_return: float | None = None  # a one-player game's baseline, played once
 
     def agent(self, params: Params, name: str) -> Agent:
         return self._agent.replace(params=params, name=name)
@@ -154,6 +156,16 @@ class Evaluator:
             opening_moves=opening,
         )
 
+    def _random_return(self) -> float:
+        """The random policy's mean return over `eval_games` games, the baseline a one-player
+        run's returns are read against (played once per process, from a key of the seed alone:
+        a resumed run reports the same value)."""
+        if self.random_return is None:
+            key = jax.random.fold_in(jax.random.PRNGKey(self.az.config.seed), 0x7A4D)
+            r = self._match(random_agent(self.az.env), None, key, self.az.config.eval_games)
+            self.random_return = float(r.mean_return_a)
+        return self.random_return
+
     def __call__(self, params: Params, epoch: int, key: PRNGKey, games_dir: Path | None) -> dict:
         """Evaluate `params`; update best and Elo; return metrics (keys `eval/...`, `elo`)."""
         cfg = self.az.config
@@ -173,6 +185,7 @@ class Evaluator:
             network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
             r = self._match(network, None, jax.random.fold_in(key, 1), cfg.eval_games)
             out["eval/network/return"] = float(r.mean_return_a)
+            out["eval/random/return"] = self._random_return()
             self._update_best(params, me, out["eval/score"], None, {})
         else:
             scores = []

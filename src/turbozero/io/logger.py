@@ -25,6 +25,7 @@ SHOWN = (
     "env_steps_per_s",
     "eval/return",
     "eval/network/return",
+    "eval/random/return",
     "eval/max_tile",
     "elo",
 )

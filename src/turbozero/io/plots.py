@@ -71,7 +71,11 @@ def strength_series(
         panels["Elo (random = 0)"] = {"Elo": "elo"}
     returns = {
         label: key
-        for label, key in (("searched", "eval/return"), ("network alone", "eval/network/return"))
+        for label, key in (
+            ("searched", "eval/return"),
+            ("network alone", "eval/network/return"),
+            ("random policy", "eval/random/return"),
+        )
         if key in keys
     }
     if returns:

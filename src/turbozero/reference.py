@@ -152,6 +152,50 @@ TECHNIQUES = (
         "Nature 2017",
     ),
     ("Board symmetries as extra positions", "`train.augment`", "Silver et al. 2017"),
+    (
+        "PPO: the clipped surrogate, value clipping, advantage standardisation, entropy bonus",
+        "`loss=clip`, `clip_eps`, `value_clip_eps`, `standardize_advantages`, `ent_coef`, "
+        "`vf_coef`, `max_grad_norm`, `adam_eps`, `lr_schedule`",
+        'Schulman et al., "Proximal policy optimization algorithms", 2017; Huang et al., "The '
+        '37 implementation details of PPO", ICLR blog track 2022',
+    ),
+    (
+        "PPO: generalised advantage estimation",
+        "`gamma`, `gae_lambda`, `rollout_length`",
+        'Schulman et al., "High-dimensional continuous control using generalized advantage '
+        'estimation", ICLR 2016',
+    ),
+    (
+        "PPO: the adaptive-KL objective's fixed penalty",
+        "`loss=kl_penalty`, `kl_coef`",
+        "Schulman et al. 2017",
+    ),
+    (
+        "PPO: discovered policy optimisation (a learned drift)",
+        "`loss=dpo`, `dpo_alpha`, `dpo_beta`",
+        'Lu et al., "Discovered policy optimisation", NeurIPS 2022',
+    ),
+    (
+        "PPO: observation normalisation, separate actor and critic, their widths, activation "
+        "and layer norm, the Gaussian's initial scale",
+        "`normalize_observations`, `obs_clip`, `obs_norm_warmup_steps`, `actor_hidden`, "
+        "`critic_hidden`, `activation`, `layer_norm`, `init_log_std`",
+        'Andrychowicz et al., "What matters in on-policy reinforcement learning? A large-scale '
+        'empirical study", ICLR 2021',
+    ),
+    (
+        "PPO: bounded action heads",
+        "`action_head=tanh_gaussian`, `action_head=beta`",
+        'Haarnoja et al., "Soft actor-critic", ICML 2018; Chou et al., "Improving stochastic '
+        'policy gradients in continuous control with deep RL using the beta distribution", '
+        "ICML 2017",
+    ),
+    (
+        "PPO: independent seeds in one program, the absolute metric of the best policy",
+        "`num_seeds`, `eval_greedy`, `absolute_eval_factor`",
+        'Gorsane et al., "Towards a standardised performance evaluation protocol for '
+        'cooperative MARL", NeurIPS 2022 (as Stoix reports)',
+    ),
 )
 
 
@@ -164,7 +208,10 @@ def techniques_markdown() -> str:
         "A setting stays when a preset uses it or when it is a published technique users look "
         "for; the levers tried and not kept are in `docs/benchmarks.md`'s lever table. Removed "
         f"settings ({removed}): a run's config.json holding one at the value that left it off "
-        "loads as before, at another it is refused in one line.\n\n"
+        "loads as before, at another it is refused in one line. PPO's and TD's settings were read "
+        "by the same rule: each PPO learning setting no preset sets is a technique below (the "
+        "others are the run's, the evaluation's and jumanji's input encoding); TD's are its "
+        "method's own (TD-Gammon's network and step size) or the run's and evaluation's.\n\n"
         "| technique | settings | reference |\n|---|---|---|\n" + rows + "\n"
     )
 

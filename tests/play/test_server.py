@@ -162,6 +162,7 @@ def test_a_legal_move_gets_a_legal_agent_reply_with_value_and_top_moves(served):
     assert agent["action"] not in state["legal"]
     reply = state["reply"]
     assert reply["action"] == agent["action"] and -1.0 <= reply["value"] <= 1.0
+    assert reply["searched"] is True  # (the page heads its weights "search weight")
     weights = [t["weight"] for t in reply["top"]]
     assert weights == sorted(weights, reverse=True) and sum(weights) <= 1.0 + 1e-5
     assert {t["action"] for t in reply["top"]} <= set(before["legal"]) - {4}
@@ -515,3 +516,12 @@ def test_ctrl_c_stops_the_play_command_without_a_traceback(tiny_run):
         proc.kill()
     assert proc.returncode == 0, err
     assert out == "" and "Traceback" not in err, (out, err)
+
+
+def test_a_result_says_the_points_won_where_a_game_scores_more_than_one():
+    from turbozero.play.session import result_text
+
+    assert result_text(-1.0, 1.0) == ("agent", "The agent wins.")
+    assert result_text(2.0, -2.0) == ("human", "You win (2 points)!")
+    assert result_text(-3.0, 3.0) == ("agent", "The agent wins (3 points).")
+    assert result_text(0.0, 0.0) == ("draw", "Draw.")

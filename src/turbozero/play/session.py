@@ -57,6 +57,19 @@ class Ply(NamedTuple):
     outcome: int | None = None  # the chance outcome that followed the move; None: no draw
 
 
+def result_text(human: float, agent: float) -> tuple[str, str]:
+    """`(winner, sentence)` of a two-player game's returns: "human", "agent" or "draw", with
+    the points won where a game scores more than one (backgammon's gammons: "The agent wins (2
+    points).")."""
+    points = abs(human) if abs(human) not in (0.0, 1.0) else None
+    by = f" ({points:g} points)" if points is not None else ""
+    if human > agent:
+        return "human", f"You win{by}!"
+    if agent > human:
+        return "agent", f"The agent wins{by}."
+    return "draw", "Draw."
+
+
 def _compiled_policy(loaded: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """`(fn, args)`: `fn(*args, states [1, ...], key) -> AgentOutput`, one `jax.jit` function.
 
@@ -118,6 +131,9 @@ class Game:
         self.cells = board_cells(env.name)
         # Compiled once for a batch of one; `compiled_policy._cache_size()` counts compilations.
         self.compiled_policy, self._policy_args = _compiled_policy(loaded)
+        agent = getattr(loaded, "agent", None)
+        #: whether the agent's move weights are a search's visits (else its policy's own)
+        self.searches = runs_search(getattr(agent, "policy_fn", None))
         self._init = jax.jit(env.init)
         self._step = jax.jit(step_with_outcome(env))
         self._key = jax.random.PRNGKey(seed)
@@ -370,12 +386,7 @@ class Game:
                 text += " (move limit)"
             return {"winner": None, "text": text, "returns": returns}
         human, agent = returns[self.human_player], returns[1 - self.human_player]
-        if human > agent:
-            winner, text = "human", "You win!"
-        elif agent > human:
-            winner, text = "agent", "The agent wins."
-        else:
-            winner, text = "draw", "Draw."
+        winner, text = result_text(human, agent)
         if not bool(self._plies[-1].meta.terminated):
             text += " (move limit)"
         return {"winner": winner, "text": text, "returns": returns}
@@ -423,6 +434,7 @@ class Game:
             "label": move_text(self.env.name, ply.state, action),
             "value": float(out.value[0]),
             "seconds": round(seconds, 4),
+            "searched": self.searches,
             "top": [
                 {
                     "action": a,

@@ -137,6 +137,9 @@ function render() {
     const v = reply.value;
     $("value").textContent = `Value estimate: ${v >= 0 ? "+" : ""}${v.toFixed(2)} ` +
       (onePlayer ? "(the return it expects from here)" : "(for the agent: −1 loses, +1 wins)");
+    // a search's visit shares, or the policy's own probabilities for an agent that does not search
+    $("top").querySelector("thead th:last-child").textContent =
+      reply.searched ? "search weight" : "policy weight";
     for (const t of reply.top) {
       const tr = document.createElement("tr");
       const name = document.createElement("td");

@@ -243,6 +243,16 @@ def drawing_plots() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def systems():
+    """The worker's cache of compiled AlphaZero systems (`turbozero.alphazero.Systems`): tests
+    that train pass it (`train(..., systems=systems)`), so a tiny config trained again in the
+    worker, in this file or another, finds its programs in memory (the library keeps none)."""
+    from turbozero.alphazero import Systems
+
+    return Systems()
+
+
+@pytest.fixture(scope="session")
 def tic_tac_toe():
     from turbozero import envs
 

@@ -15,6 +15,7 @@ from turbozero.algorithms import AlgorithmEntry, register_algorithm, unregister_
 from turbozero.config import Config
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.experiment import Run, run_experiment
+from turbozero.io.migrations import FORMAT_VERSION
 from turbozero.io.rundir import RunDir
 
 
@@ -133,7 +134,12 @@ def test_a_run_writes_config_rows_checkpoints_and_the_summary(tmp_path):
     summary = _run(tmp_path / "run")
     rd = RunDir(tmp_path / "run")
     saved = rd.read_json("config.json")
-    assert saved == {"algorithm": "count", "preset": "tiny", "config": CountConfig().to_dict()}
+    assert saved == {
+        "format": FORMAT_VERSION,
+        "algorithm": "count",
+        "preset": "tiny",
+        "config": CountConfig().to_dict(),
+    }
     rows = _rows(tmp_path / "run")
     assert [r["epoch"] for r in rows] == [1, 2, 3, 4]
     assert [r["env_steps"] for r in rows] == [10, 20, 30, 40]

@@ -87,18 +87,22 @@ def test_a_game_name_is_registered_once(nim):
 
 def test_a_game_registered_again_is_built_again_where_an_equal_config_reuses_its_system(nim):
     from tests.alphazero.test_selfplay_and_trainer import TINY
-    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero import Systems, make_alphazero
 
+    systems = Systems()
     config = PRESETS["nim"].make()
-    first = make_alphazero(config)
-    assert make_alphazero(config.with_overrides([])).collect is first.collect  # equal config
-    assert make_alphazero(config.with_overrides(["num_games=4"])).collect is not first.collect
-    again = make_alphazero(config, optimizer=first.optimizer)  # parts: built anew
+    first = make_alphazero(config, systems=systems)
+    equal = make_alphazero(config.with_overrides([]), systems=systems)
+    assert equal.collect is first.collect
+    other = make_alphazero(config.with_overrides(["num_games=4"]), systems=systems)
+    assert other.collect is not first.collect
+    again = make_alphazero(config, optimizer=first.optimizer, systems=systems)  # parts: anew
     assert again.collect is not first.collect
-    assert make_alphazero(TINY).collect is make_alphazero(TINY).collect is not first.collect
+    tiny = make_alphazero(TINY, systems=systems)
+    assert make_alphazero(TINY, systems=systems).collect is tiny.collect is not first.collect
     unregister_game("nim")
     nim.register()  # (the game's registration is a new object)
-    assert make_alphazero(config).collect is not first.collect
+    assert make_alphazero(config, systems=systems).collect is not first.collect
 
 
 RUN_CHANGES = [
@@ -139,7 +143,7 @@ def test_settings_no_program_reads_share_a_built_system_and_change_no_program():
     import jax
 
     from tests.alphazero.test_selfplay_and_trainer import TINY
-    from turbozero.alphazero import make_alphazero
+    from turbozero.alphazero import Systems, make_alphazero
     from turbozero.alphazero.learner import RUN_SETTINGS, _build_alphazero
 
     base = TINY.resolved()
@@ -147,14 +151,18 @@ def test_settings_no_program_reads_share_a_built_system_and_change_no_program():
     key = jax.random.PRNGKey(0)
     state = jax.eval_shape(a.init, key)
     differ = set()
+    systems = Systems()
     for changes in (RUN_CHANGES, RUN_CHANGES_APART):
         changed = TINY.with_overrides(changes).resolved()
         differ |= {k for k, v in changed.to_dict().items() if base.to_dict()[k] != v}
-        shared = make_alphazero(changed)
-        assert shared.collect is make_alphazero(TINY).collect and shared.config == changed
+        shared = make_alphazero(changed, systems=systems)
+        assert shared.collect is make_alphazero(TINY, systems=systems).collect
+        assert shared.config == changed
         b = _build_alphazero(changed, None, None, None, None, None, None, None)
         assert jax.jit(a.init).lower(key).as_text() == jax.jit(b.init).lower(key).as_text()
         for name in ("collect", "train_steps"):
             fa, fb = (jax.jit(getattr(s, name), static_argnums=1) for s in (a, b))
             assert fa.lower(state, 2).as_text() == fb.lower(state, 2).as_text(), name
     assert differ == RUN_SETTINGS  # (each one changed here)
+    # the cache is the caller's: without one, nothing built before is found again
+    assert make_alphazero(TINY).collect is not make_alphazero(TINY).collect

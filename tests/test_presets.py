@@ -255,34 +255,6 @@ def test_simulation_counts_a_tree_cannot_hold_are_refused_by_their_own_name(sett
         AlphaZeroConfig().with_overrides([setting])
 
 
-def test_a_config_json_written_before_the_strength_fields_loads_as_it_ran():
-    """A run directory's config.json from before `eval_accuracy`, `eval_accuracy_positions` and
-    `root_value_weight` existed (and the later `root_value` and head widths): the new fields are
-    read at what it ran with (their defaults then, `AlphaZeroConfig.BEFORE` where they moved)."""
-    import shutil
-
-    from turbozero.alphazero.config import AlphaZeroConfig
-    from turbozero.io.rundir import RunDir
-
-    stored = Path(__file__).parent / "alphazero" / "data" / "config_before_accuracy.json"
-    saved = json.loads(stored.read_text())
-    assert "eval_accuracy" not in saved["config"] and "root_value_weight" not in saved["config"]
-    config = AlphaZeroConfig.from_record(saved["config"])
-    assert config.eval_accuracy is False and config.root_value_weight == 0.0
-    # (today's defaults differ: the run is read at the values it ran with)
-    assert AlphaZeroConfig().root_value_weight == 0.75 and config.ema_decay == 0.0
-    assert config.search.chance_widening == 1.0
-    assert "root_value" not in saved["config"]
-    assert config.env == "connect_four" and config.num_games == 128
-    # and through the run directory reader that eval, play and --resume use
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        shutil.copy(stored, Path(tmp) / "config.json")
-        again = AlphaZeroConfig.from_record(RunDir(tmp).read_config("alphazero")["config"])
-    assert again == config
-
-
 def test_config_and_train_say_when_the_tree_cannot_hold_a_search(tmp_path, capsys):
     from turbozero.cli import main
 
@@ -446,20 +418,6 @@ def test_the_defaults_left_to_the_game_are_chosen_from_it_when_resolved():
     mine = AlphaZeroConfig(env="connect_four", temperature_moves=3, eval_simulations=0)
     assert mine.resolved().temperature_moves == 3 and mine.resolved().eval_simulations == 0
     assert c4.resolved() == c4
-
-
-def test_a_recorded_config_without_a_moved_default_reads_the_value_it_ran_with():
-    """`from_record` fills what a run's config.json lacks from `BEFORE`, nested keys included;
-    `from_dict` (a user's own JSON) takes today's defaults."""
-    from turbozero.alphazero.config import AlphaZeroConfig
-
-    record = AlphaZeroConfig(env="connect_four").resolved().to_dict()
-    del record["search"]["fpu"], record["network"]["value_bins"]
-    del record["ema_decay"], record["ema_selfplay"]
-    old = AlphaZeroConfig.from_record(record)
-    assert (old.search.fpu, old.network.value_bins, old.ema_decay) == ("zero", 0, 0.0)
-    new = AlphaZeroConfig.from_dict(record)
-    assert (new.search.fpu, new.network.value_bins, new.ema_decay) == (None, None, 0.9995)
 
 
 BOARD_PRESETS = ("animal_shogi", "hex", "othello", "go_9x9", "go_7x7")

@@ -54,7 +54,9 @@ def test_the_handlers_found_are_restored_including_an_ignored_sigint():
         signal.signal(signal.SIGINT, before)
 
 
-def test_training_aborts_on_a_second_ctrl_c_whose_exception_was_dropped(tmp_path, monkeypatch):
+def test_training_aborts_on_a_second_ctrl_c_whose_exception_was_dropped(
+    systems, tmp_path, monkeypatch
+):
     from tests.alphazero.test_selfplay_and_trainer import TINY
     from turbozero.alphazero import train
     from turbozero.io.logger import MetricsLogger
@@ -71,7 +73,9 @@ def test_training_aborts_on_a_second_ctrl_c_whose_exception_was_dropped(tmp_path
 
     monkeypatch.setattr(MetricsLogger, "epoch", twice)
     with pytest.raises(KeyboardInterrupt):
-        train(TINY.with_overrides(["num_epochs=3"]), tmp_path / "run", progress=False)
+        train(
+            TINY.with_overrides(["num_epochs=3"]), tmp_path / "run", progress=False, systems=systems
+        )
 
 
 def test_a_second_signal_whose_raise_is_swallowed_ends_the_process_within_the_grace():

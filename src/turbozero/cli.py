@@ -73,7 +73,7 @@ def _resumed_config(args: argparse.Namespace) -> tuple[Any, str, str | None]:
     if args.preset and preset and args.preset != preset:
         raise ConfigError(f"{args.out!r} is a run of preset {preset!r}, not {args.preset!r}")
     config_class = algorithm(name).config_class()
-    config = config_class.from_record(saved["config"]).with_overrides(args.set or [])
+    config = config_class.from_dict(saved["config"]).with_overrides(args.set or [])
     return config, name, preset or args.preset
 
 

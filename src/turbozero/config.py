@@ -110,14 +110,6 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 class Config:
     """Base of every typed config: validation, dict round trip and overrides."""
 
-    #: settings a run directory may still hold that were removed, with the value that left
-    #: them off: read at that value they are dropped (the run loads as before); at another the
-    #: run is refused in one line
-    REMOVED: ClassVar[dict[str, Any]] = {}
-    #: settings whose default changed, at the value a run ran with before (`from_record`):
-    #: a run's config.json that predates such a setting is read at it, not at today's default
-    #: (dotted keys for nested configs, `search.fpu`)
-    BEFORE: ClassVar[dict[str, Any]] = {}
     #: the flat settings in named sections (`group: fields`), as `turbozero config` lists them;
     #: `--set group.key=v` names a field by its section, without the section's own prefix
     #: (`selfplay.num_games`, `eval.games` for `eval_games`). config.json keeps them flat, so
@@ -147,18 +139,6 @@ class Config:
             )
         return [aliases[parts[1]]]
 
-    @classmethod
-    def removed(cls) -> list[str]:
-        """The removed settings (`REMOVED`) as config.json names them, nested sections' dotted
-        (`network.gravity_features`)."""
-        hints = typing.get_type_hints(cls)
-        names = list(cls.REMOVED)
-        for f in dataclasses.fields(cls):
-            section = _config_class(hints[f.name])
-            if section is not None:
-                names += [f"{f.name}.{name}" for name in section.removed()]
-        return names
-
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
@@ -181,36 +161,12 @@ class Config:
         return out
 
     @classmethod
-    def from_record(cls: type[C], data: Mapping[str, Any]) -> C:
-        """Build from a run directory's recorded config: what it lacks of `BEFORE` is read at
-        the value it ran with (the run loads and resumes as it was), the rest as `from_dict`."""
-        record = copy.deepcopy(dict(data))
-        for dotted, value in cls.BEFORE.items():
-            *path, key = dotted.split(".")
-            level = record
-            for part in path:
-                level = level.setdefault(part, {})
-                if not isinstance(level, dict):
-                    break  # (a malformed record: `from_dict` says what is wrong with it)
-            else:
-                level.setdefault(key, value)
-        return cls.from_dict(record)
-
-    @classmethod
     def from_dict(cls: type[C], data: Mapping[str, Any], *, _prefix: str = "") -> C:
         """Build from a (nested) dict, refusing unknown keys with suggestions."""
         hints = typing.get_type_hints(cls)
         names = [f.name for f in dataclasses.fields(cls)]
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
-            if key in cls.REMOVED and key not in names:
-                if value == cls.REMOVED[key]:
-                    continue  # a run written before the setting went, which left it off
-                raise ConfigError(
-                    f"{_prefix + key}={value!r}: that setting was tried, not kept and removed "
-                    f"(docs/benchmarks.md, the lever table); this version cannot rebuild a run "
-                    f"that used it (the version that wrote it can)"
-                )
             if key not in names:
                 raise ConfigError(
                     f"unknown config key {_prefix + key!r}; valid keys: {names}."
@@ -289,6 +245,65 @@ class Config:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def resume_may_change(cls) -> tuple[str, ...]:
+        """The settings a resumed run may change: those its groups name (each class's own
+        `RESUME_MAY_CHANGE`: `RunSettings`'s and `EpochSettings`' and the algorithm's), which
+        say where a run stops and logs and change nothing an epoch computes."""
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for name in vars(klass).get("RESUME_MAY_CHANGE", ()):
+                if name not in names:
+                    names.append(name)
+        return tuple(names)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings(Config):
+    """The run settings every algorithm's config holds (its `run` group), validated here once:
+    the game, the seed, the checkpoints and where it logs beside `metrics.jsonl`. An
+    algorithm's config derives from it (or from `EpochSettings`) and sets its own `env`."""
+
+    #: of these, what a resumed run may change (`Config.resume_may_change`): where it logs
+    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("tensorboard", "wandb_project")
+
+    env: str = ""  # the game or environment id (`turbozero envs`)
+    seed: int = 0  # fixes the run: initialisation, self-play, evaluations
+    checkpoint_every: int = 1  # save after every this many epochs (and at the end)
+    keep_checkpoints: int | None = 3  # newest checkpoints kept; None keeps all
+    tensorboard: bool = False  # also RUN/tensorboard events (the [tensorboard] extra)
+    wandb_project: str | None = None  # also log to W&B (the [wandb] extra)
+
+    def validate(self) -> None:
+        super().validate()
+        check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
+        check_range("checkpoint_every", self.checkpoint_every, low=1)
+        if self.keep_checkpoints is not None:
+            check_range("keep_checkpoints", self.keep_checkpoints, low=1)
+        if self.wandb_project is not None and (
+            not isinstance(self.wandb_project, str) or not self.wandb_project
+        ):
+            raise ConfigError(
+                f"wandb_project must be a non-empty name or None, got {self.wandb_project!r}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochSettings(RunSettings):
+    """`RunSettings` for an algorithm whose run is counted in epochs and may stop on the clock
+    (AlphaZero, TD): where it stops."""
+
+    #: a resumed run may stop elsewhere (`Config.resume_may_change`)
+    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("num_epochs", "max_wall_seconds")
+
+    num_epochs: int = 100  # epochs in the whole run
+    max_wall_seconds: float = 0.0  # 0: no limit; else stop (and save) after this much training
+
+    def validate(self) -> None:
+        super().validate()
+        check_range("num_epochs", self.num_epochs, low=1)
+        check_range("max_wall_seconds", self.max_wall_seconds, low=0)
 
 
 def _is_number(value: Any, *, integer: bool) -> bool:
@@ -429,14 +444,18 @@ def setting_notes(cls: type[Config]) -> dict[str, str]:
     import inspect
 
     notes: dict[str, str] = {}
-    try:
-        for line in inspect.getsource(cls).splitlines():
+    for klass in reversed(cls.__mro__):  # (the shared groups' first, the class's own last)
+        if not (isinstance(klass, type) and issubclass(klass, Config)):
+            continue
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        for line in source.splitlines():
             stripped = line.strip()
             if ":" in stripped and "#" in stripped and not stripped.startswith(("#", "def")):
                 name = stripped.split(":", 1)[0].strip()
                 notes[name] = stripped.split("#", 1)[1].strip()
-    except (OSError, TypeError):
-        pass
     return notes
 
 

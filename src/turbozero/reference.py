@@ -12,6 +12,7 @@ from turbozero.alphazero.config import AlphaZeroConfig
 from turbozero.config import PRESETS, load_presets, markdown_cell, reference_markdown
 from turbozero.envs.registry import NEEDS_DOWNLOAD
 from turbozero.gamespec import game_spec, installed_games
+from turbozero.io.migrations import REMOVED_IN_2
 from turbozero.ppo.config import PPOConfig
 from turbozero.td.config import TDConfig
 
@@ -202,16 +203,17 @@ TECHNIQUES = (
 def techniques_markdown() -> str:
     """docs/configuration.md's table of the published techniques and their settings."""
     rows = "\n".join(f"| {t} | {s} | {r} |" for t, s, r in TECHNIQUES)
-    removed = ", ".join(f"`{name}`" for name in AlphaZeroConfig.removed())
+    removed = ", ".join(f"`{name}`" for name in REMOVED_IN_2)
     return (
         "## Published techniques and their settings\n\n"
         "A setting stays when a preset uses it or when it is a published technique users look "
         "for; the levers tried and not kept are in `docs/benchmarks.md`'s lever table. Removed "
         f"settings ({removed}): a run's config.json holding one at the value that left it off "
-        "loads as before, at another it is refused in one line. PPO's and TD's settings were read "
-        "by the same rule: each PPO learning setting no preset sets is a technique below (the "
-        "others are the run's, the evaluation's and jumanji's input encoding); TD's are its "
-        "method's own (TD-Gammon's network and step size) or the run's and evaluation's.\n\n"
+        "loads as before, at another it is refused in one line (`turbozero.io.migrations`). "
+        "PPO's and TD's settings were read by the same rule: each PPO learning setting no "
+        "preset sets is a technique below (the others are the run's, the evaluation's and "
+        "jumanji's input encoding); TD's are its method's own (TD-Gammon's network and step "
+        "size) or the run's and evaluation's.\n\n"
         "| technique | settings | reference |\n|---|---|---|\n" + rows + "\n"
     )
 

@@ -25,12 +25,6 @@ def field(*, static: bool = False, **kwargs: Any) -> Any:
     return dataclasses.field(metadata=metadata, **kwargs)
 
 
-#: dataclass-field metadata for a setting added after runs were recorded: a run's description of
-#: its parts (`turbozero.alphazero.train.describe_parts`) leaves the field out while it holds its
-#: default, so that runs recorded before it existed still match.
-ADDED_LATER = {"describe_if_changed": True}
-
-
 class Struct:
     """Base of pytree dataclasses: gives type checkers `.replace` (the decorator implements it)."""
 

@@ -58,10 +58,10 @@ def test_an_agent_loaded_from_a_discounted_run_searches_with_its_discount(run_20
 
 
 @pytest.mark.slow  # (a whole backgammon training; the "network" opponent: test_train_run.py)
-def test_backgammon_evaluation_plays_random_and_its_own_network(tmp_path):
+def test_backgammon_evaluation_plays_random_and_its_own_network(systems, tmp_path):
     cfg = _tiny("backgammon", value_scale=3.0, eval_opponents=("random", "network"))
     run = tmp_path / "bg"
-    train(cfg, run, progress=False)
+    train(cfg, run, progress=False, systems=systems)
     row = RunDir(run).read_metrics()[-1]
     for opponent in ("random", "network"):
         total = sum(row[f"eval/{opponent}/{r}"] for r in ("win", "draw", "loss"))

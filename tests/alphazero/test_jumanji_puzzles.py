@@ -80,10 +80,10 @@ def test_one_player_evaluation_reports_the_searched_agent_and_the_network_alone(
 
 
 @pytest.mark.slow  # (a whole resumed training; resuming: test_resume.py)
-def test_a_stopped_puzzle_run_resumes_to_the_same_network(run, tmp_path):
+def test_a_stopped_puzzle_run_resumes_to_the_same_network(systems, run, tmp_path):
     split = tmp_path / "split"
-    train(CFG, split, progress=False, num_epochs=1)
-    train(CFG, split, progress=False, resume=True)
+    train(CFG, split, progress=False, num_epochs=1, systems=systems)
+    train(CFG, split, progress=False, resume=True, systems=systems)
     (epoch_a, a), (epoch_b, b) = _latest_params(run), _latest_params(split)
     assert epoch_a == epoch_b == 2
     jax.tree_util.tree_map(np.testing.assert_array_equal, a, b)

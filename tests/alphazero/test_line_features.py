@@ -103,20 +103,3 @@ def test_line_features_is_a_resnet_option_for_k_in_a_row_games_only():
     with pytest.raises(ConfigError, match=r"line_features=true needs a game .* 'othello'"):
         cfg.with_overrides(["env=othello"])
     assert TINY.network.line_features is False  # the class default: the network as before
-
-
-def test_a_run_written_with_the_removed_gravity_setting_loads_when_it_left_it_off():
-    """`network.gravity_features` was tried, not kept and removed: a config.json holding it at
-    false (every run before) still loads; one that used it is refused in one line."""
-    from turbozero.alphazero.config import AlphaZeroConfig
-    from turbozero.config import ConfigError
-
-    before = TINY.to_dict()
-    before["network"]["gravity_features"] = False
-    assert AlphaZeroConfig.from_dict(before) == TINY
-    before["network"]["gravity_features"] = True
-    with pytest.raises(ConfigError, match=r"^network\.gravity_features=True: .* removed") as err:
-        AlphaZeroConfig.from_dict(before)
-    assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="unknown config key"):
-        TINY.with_overrides(["network.gravity_features=true"])

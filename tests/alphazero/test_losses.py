@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -196,39 +194,6 @@ def test_the_resnet_heads_have_alphago_zeros_widths():
     assert "BatchNorm_0" in params["_Norm_0"]
     with pytest.raises(ValueError, match=r"norm must be 'batch', got 'layer'"):
         AZResnetConfig(policy_head_out_size=7, norm="layer")
-
-
-@pytest.mark.parametrize(
-    "key, off, used",
-    [
-        ("network.policy_channels", 2, 4),
-        ("network.value_channels", 1, 32),
-        ("network.global_pool", False, True),
-        ("network.norm", "batch", "layer"),
-        ("lr_decay_steps", 0, 8000),
-        ("lr_final", 0.1, 0.05),
-    ],
-)
-def test_a_run_written_with_a_removed_setting_loads_when_it_left_it_off(key, off, used):
-    """Settings tried on Connect Four, not kept and removed (docs/benchmarks.md's lever table):
-    a config.json holding one at the value every run had by default loads as before; one that
-    used it is refused in one line naming it; `--set` no longer knows it."""
-    from turbozero.alphazero.config import AlphaZeroConfig
-    from turbozero.config import ConfigError
-
-    def record(value):
-        data = TINY.to_dict()
-        *path, name = key.split(".")
-        (data[path[0]] if path else data)[name] = value
-        return data
-
-    assert key in AlphaZeroConfig.removed()  # (docs/configuration.md lists them)
-    assert AlphaZeroConfig.from_dict(record(off)) == TINY
-    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}={used!r}: .* removed") as err:
-        AlphaZeroConfig.from_dict(record(used))
-    assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="unknown config key"):
-        TINY.with_overrides([f"{key}={used}"])
 
 
 def test_the_resnet_value_and_policy_depend_on_the_board():

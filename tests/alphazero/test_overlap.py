@@ -35,11 +35,11 @@ def _selfplay_threads():
     return [t for t in threading.enumerate() if t.name.startswith("turbozero-selfplay")]
 
 
-def test_overlapped_runs_repeat_for_a_seed_and_resume_exactly(tmp_path):
+def test_overlapped_runs_repeat_for_a_seed_and_resume_exactly(systems, tmp_path):
     whole, split = tmp_path / "whole", tmp_path / "split"
-    train(OVERLAP, whole, progress=False)
-    train(OVERLAP, split, progress=False, num_epochs=2)
-    train(OVERLAP, split, progress=False, resume=True)
+    train(OVERLAP, whole, progress=False, systems=systems)
+    train(OVERLAP, split, progress=False, num_epochs=2, systems=systems)
+    train(OVERLAP, split, progress=False, resume=True, systems=systems)
     rows = _rows(whole)
     assert rows == _rows(split)  # (two runs, one of them stopped and resumed)
     for a, b in zip(jax.tree.leaves(_params(whole)), jax.tree.leaves(_params(split)), strict=True):
@@ -49,7 +49,7 @@ def test_overlapped_runs_repeat_for_a_seed_and_resume_exactly(tmp_path):
 
 
 def test_an_overlapped_epoch_is_self_play_from_its_state_beside_steps_on_a_copy(
-    tmp_path, monkeypatch
+    systems, tmp_path, monkeypatch
 ):
     """The overlapped epoch is exactly: self-play from the epoch's state, and the gradient
     steps on a copy of that state, whose memory lacks the epoch's new positions."""
@@ -65,7 +65,9 @@ def test_an_overlapped_epoch_is_self_play_from_its_state_beside_steps_on_a_copy(
         return out
 
     monkeypatch.setattr(_AlphaZeroRun, "_overlapped_epoch", spy)
-    train(OVERLAP.with_overrides(["num_epochs=2"]), tmp_path / "run", progress=False)
+    train(
+        OVERLAP.with_overrides(["num_epochs=2"]), tmp_path / "run", progress=False, systems=systems
+    )
     assert "before" in seen, "the second epoch overlapped (its memory held a batch)"
     trainer, before, after = seen["trainer"], seen["before"], seen["after"]
     played, _ = trainer.collect(jax.device_put(before), OVERLAP.collection_steps_per_epoch)
@@ -86,7 +88,7 @@ def test_an_overlapped_epoch_is_self_play_from_its_state_beside_steps_on_a_copy(
 
 
 def test_a_second_ctrl_c_in_an_overlapped_epoch_waits_for_self_play_and_keeps_the_last_save(
-    tmp_path, monkeypatch
+    systems, tmp_path, monkeypatch
 ):
     learn, collect, overlapped = (
         _AlphaZeroRun._learn,
@@ -118,7 +120,7 @@ def test_a_second_ctrl_c_in_an_overlapped_epoch_waits_for_self_play_and_keeps_th
     monkeypatch.setattr(_AlphaZeroRun, "_overlapped_epoch", timed_epoch)
     run = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        train(OVERLAP, run, progress=False)
+        train(OVERLAP, run, progress=False, systems=systems)
     assert times["self-play ended"] <= times["epoch left"], "self-play was waited for"
     assert not _selfplay_threads()
     ck = Checkpointer(RunDir(run).checkpoints)
@@ -126,7 +128,7 @@ def test_a_second_ctrl_c_in_an_overlapped_epoch_waits_for_self_play_and_keeps_th
     ck.close()
 
 
-def test_the_memory_check_counts_overlaps_copy_of_the_state(tmp_path, monkeypatch):
+def test_the_memory_check_counts_overlaps_copy_of_the_state(systems, tmp_path, monkeypatch):
     train_module = importlib.import_module("turbozero.alphazero.train")  # (the package's
     # `train` attribute is the function)
     counted = []
@@ -138,7 +140,9 @@ def test_the_memory_check_counts_overlaps_copy_of_the_state(tmp_path, monkeypatc
     monkeypatch.setattr(train_module, "check_fits_in_memory", record)
     for overlap in ("false", "true", "none"):  # (none: on, the tests run on one device)
         with pytest.raises(SystemExit):
-            train(OVERLAP.with_overrides([f"overlap={overlap}"]), tmp_path / overlap)
+            train(
+                OVERLAP.with_overrides([f"overlap={overlap}"]), tmp_path / overlap, systems=systems
+            )
     (one, what_one), (two, what_two), (auto, what_auto) = counted
     assert two == 2 * one and "twice" in what_two and "twice" not in what_one
     assert (auto, what_auto) == (two, what_two)

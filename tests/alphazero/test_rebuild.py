@@ -111,12 +111,12 @@ def test_eval_play_and_resume_rebuild_a_users_game_from_the_cli_when_trusted(nim
     assert [r["epoch"] for r in rows] == [1, 2]
 
 
-def test_a_part_without_a_recipe_is_refused_by_name(tmp_path, capsys):
+def test_a_part_without_a_recipe_is_refused_by_name(systems, tmp_path, capsys):
     run = tmp_path / "local"
     env = turbozero.envs.make("tic_tac_toe")
     module = _local_module_in_a_function()  # its class cannot be imported
     cfg = AlphaZeroConfig(**{**TINY, "env": "tic_tac_toe", "eval_accuracy": False})
-    train(cfg, run, progress=False, parts={"env": env, "module": module})
+    train(cfg, run, progress=False, parts={"env": env, "module": module}, systems=systems)
     saved = json.loads((run / "config.json").read_text())
     assert saved["rebuild"] == {"env": {"env": "tic_tac_toe"}, "module": None}
     with pytest.raises(NotRebuildableError, match="its module given from Python"):
@@ -137,21 +137,25 @@ def _local_module_in_a_function():
     return Hidden()
 
 
-def test_a_network_setting_added_later_is_described_only_when_changed():
+def test_a_network_described_by_version_1_matches_todays_description_once_migrated():
     """A run records a description of the network it was given from Python and a resumed run
-    must match it; fields added to `AZResnetConfig` after such runs existed (`line_length`)
-    are left out at their defaults, so those runs still resume."""
+    must match it; every field is described (`line_length` too), and version 1's descriptions,
+    which left out `line_length` at its default, are brought to today's by the run format's
+    migration (`turbozero.io.migrations`), so those runs still resume."""
+    from turbozero.io.migrations import migrate
     from turbozero.nets import AZResnet, AZResnetConfig
 
-    before = (
+    version_1 = (
         "AZResnet(config=AZResnetConfig(policy_head_out_size=9, num_blocks=2, num_channels=16, "
         "norm='batch', value_bins=0, bounded_value=True, model_type='resnet'))"
     )
     (plain,) = describe_parts({"module": AZResnet(AZResnetConfig(policy_head_out_size=9))}).values()
-    assert plain == before
+    assert plain == version_1.replace("'resnet'))", "'resnet', line_length=0))")
+    record = {"algorithm": "alphazero", "config": {}, "parts": {"module": version_1}}
+    assert migrate(record)["parts"] == {"module": plain}
     lines = AZResnet(AZResnetConfig(policy_head_out_size=9, line_length=3))
     (described,) = describe_parts({"module": lines}).values()
-    assert described == before.replace("'resnet'))", "'resnet', line_length=3))")
+    assert described == version_1.replace("'resnet'))", "'resnet', line_length=3))")
 
 
 # Code outside turbozero for the recipes below: a loss, a factory of it, a flax network.

@@ -50,36 +50,36 @@ def _rows(run):
     ]
 
 
-def test_a_run_stopped_early_evaluates_on_the_configs_schedule_when_resumed(tmp_path):
+def test_a_run_stopped_early_evaluates_on_the_configs_schedule_when_resumed(systems, tmp_path):
     """Stopping at epoch 1 (`num_epochs=1`) of a run that evaluates every 2 epochs must not add
     an evaluation there: it would play Elo games and pick a "best" an uninterrupted run never
     had."""
     cfg = ELO.with_overrides(["eval_every=2"])
     whole, split = tmp_path / "whole", tmp_path / "split"
-    train(cfg, whole, progress=False)
-    train(cfg, split, progress=False, num_epochs=1)
+    train(cfg, whole, progress=False, systems=systems)
+    train(cfg, split, progress=False, num_epochs=1, systems=systems)
     assert "eval/random/win" not in RunDir(split).read_metrics()[0]
-    train(cfg, split, progress=False, resume=True)
+    train(cfg, split, progress=False, resume=True, systems=systems)
     a, b = _meta(whole), _meta(split)
     for k in ("best_name", "elo_names", "elo_games", "pool_names", "eval"):
         assert a[k] == b[k], k
     assert _rows(whole) == _rows(split)
 
 
-def test_resume_redoes_epochs_after_the_last_checkpoint_without_duplicates(tmp_path):
+def test_resume_redoes_epochs_after_the_last_checkpoint_without_duplicates(systems, tmp_path):
     """A crash after epoch 2 whose checkpoint never landed (here: deleted) leaves metric rows
     and a `best/` network of epochs the resumed run computes again; resuming must neither
     append duplicate rows nor fail saving `best/` at a step that already exists."""
     cfg = ELO.with_overrides(["eval_every=1", "checkpoint_every=2"])
     run = tmp_path / "run"
-    train(cfg, run, progress=False)
+    train(cfg, run, progress=False, systems=systems)
     rows = _rows(run)
     best = Checkpointer(run / "best")
     best_step = best.latest_step()
     best.close()
     assert best_step is not None
     shutil.rmtree(RunDir(run).checkpoints / "2")  # the only checkpoint: resume starts afresh
-    summary = train(cfg, run, progress=False, resume=True)
+    summary = train(cfg, run, progress=False, resume=True, systems=systems)
     assert summary["epochs"] == 2
     assert _rows(run) == rows
     best = Checkpointer(run / "best")
@@ -87,15 +87,15 @@ def test_resume_redoes_epochs_after_the_last_checkpoint_without_duplicates(tmp_p
     best.close()
 
 
-def test_resume_goes_back_past_a_damaged_checkpoint_and_redoes_its_epoch_exactly(tmp_path):
+def test_resume_goes_back_past_a_damaged_checkpoint_and_redoes_its_epoch_exactly(systems, tmp_path):
     """A crash or a full disk can leave the newest checkpoint unreadable: the run resumes from
     the newest intact one (the damaged one is rewritten) and ends as the uninterrupted run."""
     cfg = ELO.with_overrides(["checkpoint_every=1"])
     whole, damaged = tmp_path / "whole", tmp_path / "damaged"
-    train(cfg, whole, progress=False)
-    train(cfg, damaged, progress=False)
+    train(cfg, whole, progress=False, systems=systems)
+    train(cfg, damaged, progress=False, systems=systems)
     (RunDir(damaged).checkpoints / "2" / "meta" / "metadata").write_text("{cut")
-    summary = train(cfg, damaged, progress=False, resume=True)
+    summary = train(cfg, damaged, progress=False, resume=True, systems=systems)
     assert summary["epochs"] == 2
     assert _rows(damaged) == _rows(whole)
     a, b = _meta(whole), _meta(damaged)
@@ -103,16 +103,20 @@ def test_resume_goes_back_past_a_damaged_checkpoint_and_redoes_its_epoch_exactly
         assert a[k] == b[k], k
 
 
-def test_a_run_saved_without_its_memory_loads_and_resumes_saying_it_is_not_exact(tmp_path, capsys):
+def test_a_run_saved_without_its_memory_loads_and_resumes_saying_it_is_not_exact(
+    systems, tmp_path, capsys
+):
     import turbozero
 
     cfg = TINY.with_overrides(["save_memory=false", "num_epochs=1"])
     run = tmp_path / "nomem"
-    train(cfg, run, progress=False)
+    train(cfg, run, progress=False, systems=systems)
     agent = turbozero.load_agent(run, which="latest")
     assert agent.epoch == 1
     capsys.readouterr()
-    summary = train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True)
+    summary = train(
+        cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True, systems=systems
+    )
     assert summary["epochs"] == 2
     assert "differs from an uninterrupted run" in capsys.readouterr().out
 
@@ -136,7 +140,9 @@ def _assert_same_tree(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_a_best_network_lost_with_a_crash_is_saved_again_on_resume_and_loads_as_best(tmp_path):
+def test_a_best_network_lost_with_a_crash_is_saved_again_on_resume_and_loads_as_best(
+    systems, tmp_path
+):
     """`best/` is written before its epoch's checkpoint and keeps one network: a crash between
     the two leaves `best/` ahead of the checkpoint, and resuming deletes it. The resumed run
     saves the checkpoint's own best network there again, and until then (or without `best/`)
@@ -148,7 +154,7 @@ def test_a_best_network_lost_with_a_crash_is_saved_again_on_resume_and_loads_as_
         ["eval_every=1", "checkpoint_every=1", "num_epochs=3", "gating_threshold=1"]
     )
     run = tmp_path / "run"
-    train(cfg, run, progress=False)
+    train(cfg, run, progress=False, systems=systems)
     assert _meta(run)["best_name"] == "epoch_1"
     shutil.rmtree(run / "best")  # as if lost: the loader falls back to the checkpoint's best
     loaded = turbozero.load_agent(run)
@@ -161,7 +167,9 @@ def test_a_best_network_lost_with_a_crash_is_saved_again_on_resume_and_loads_as_
 
     for step in (2, 3):  # the crash: epochs 2 and 3 never checkpointed
         shutil.rmtree(RunDir(run).checkpoints / str(step))
-    summary = train(cfg, run, progress=False, resume=True, num_epochs=1)  # trains nothing
+    summary = train(
+        cfg, run, progress=False, resume=True, num_epochs=1, systems=systems
+    )  # trains nothing
     # the summary is where the checkpoint left the run, not the crashed attempt's file
     assert summary["epochs"] == RunDir(run).read_json("summary.json")["epochs"] == 1
     assert summary["final_metrics"]["epoch"] == 1 and summary["eval"] == _meta(run)["eval"]
@@ -172,48 +180,75 @@ def test_a_best_network_lost_with_a_crash_is_saved_again_on_resume_and_loads_as_
     _assert_same_tree(turbozero.load_agent(run).agent.params, _checkpoint_best(run, 1))
 
 
-def test_a_run_another_training_holds_is_refused_before_anything_is_written(tmp_path):
+def test_a_run_another_training_holds_is_refused_before_anything_is_written(systems, tmp_path):
     run = tmp_path / "held"
-    train(TINY.with_overrides(["num_epochs=1"]), run, progress=False)
+    train(TINY.with_overrides(["num_epochs=1"]), run, progress=False, systems=systems)
     before = (RunDir(run).metrics_path.read_text(), RunDir(run).config_path.read_text())
     with RunDir(run).lock(), pytest.raises(RunInUseError, match="in use"):
-        train(TINY, run, progress=False, resume=True)
+        train(TINY, run, progress=False, resume=True, systems=systems)
     assert (RunDir(run).metrics_path.read_text(), RunDir(run).config_path.read_text()) == before
-    assert train(TINY, run, progress=False, resume=True)["epochs"] == 2  # lock released
+    assert (
+        train(TINY, run, progress=False, resume=True, systems=systems)["epochs"] == 2
+    )  # lock released
 
 
-def test_resuming_with_another_network_given_from_python_is_refused(tmp_path):
+def test_resuming_with_another_network_given_from_python_is_refused(systems, tmp_path):
     """A network of the same shapes but another definition (here: an unbounded value head)
     would restore without complaint: the run records what it was given and compares."""
     from turbozero.nets import PolicyValueMLP
 
     run = tmp_path / "parts"
     cfg = TINY.with_overrides(["num_epochs=1"])
-    train(cfg, run, progress=False, parts={"module": PolicyValueMLP(num_actions=9, hidden=(16,))})
+    train(
+        cfg,
+        run,
+        progress=False,
+        parts={"module": PolicyValueMLP(num_actions=9, hidden=(16,))},
+        systems=systems,
+    )
     other = {"module": PolicyValueMLP(num_actions=9, hidden=(16,), bounded_value=False)}
     with pytest.raises(ValueError, match=r"parts given differ .*'module'.*bounded_value=False"):
-        train(cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True, parts=other)
+        train(
+            cfg.with_overrides(["num_epochs=2"]),
+            run,
+            progress=False,
+            resume=True,
+            parts=other,
+            systems=systems,
+        )
     same = {"module": PolicyValueMLP(num_actions=9, hidden=(16,))}
     resumed = train(
-        cfg.with_overrides(["num_epochs=2"]), run, progress=False, resume=True, parts=same
+        cfg.with_overrides(["num_epochs=2"]),
+        run,
+        progress=False,
+        resume=True,
+        parts=same,
+        systems=systems,
     )
     assert resumed["epochs"] == 2
     # and a run built from its config alone refuses a network given on resume (here its scalar
     # head already differs from the win/draw/loss head tic-tac-toe's run chose)
     plain = tmp_path / "plain"
-    train(cfg, plain, progress=False)
+    train(cfg, plain, progress=False, systems=systems)
     with pytest.raises(ValueError, match=r"parts given differ|'network.value_bins': \(3, 0\)"):
-        train(cfg.with_overrides(["num_epochs=2"]), plain, progress=False, resume=True, parts=same)
+        train(
+            cfg.with_overrides(["num_epochs=2"]),
+            plain,
+            progress=False,
+            resume=True,
+            parts=same,
+            systems=systems,
+        )
 
 
-def test_a_run_out_of_wall_time_resumes_only_with_a_larger_budget(tmp_path):
+def test_a_run_out_of_wall_time_resumes_only_with_a_larger_budget(systems, tmp_path):
     cfg = TINY.with_overrides(["max_wall_seconds=0.001"])
     run = tmp_path / "timed"
-    assert train(cfg, run, progress=False)["epochs"] == 1
+    assert train(cfg, run, progress=False, systems=systems)["epochs"] == 1
     with pytest.raises(ValueError, match="used its max_wall_seconds"):
-        train(cfg, run, progress=False, resume=True)
+        train(cfg, run, progress=False, resume=True, systems=systems)
     more = cfg.with_overrides(["max_wall_seconds=0"])
-    assert train(more, run, progress=False, resume=True)["epochs"] == 2
+    assert train(more, run, progress=False, resume=True, systems=systems)["epochs"] == 2
 
 
 BEST = dict(has_best=True, me="epoch_3", best_name="epoch_2", gating_threshold=0.0)
@@ -347,15 +382,17 @@ def test_without_an_elo_pool_no_elo_games_are_kept():
         assert len(evaluator.elo.games) == kept
 
 
-def test_a_checkpoint_missing_its_manifests_is_passed_over_in_one_line(tmp_path, capfd):
+def test_a_checkpoint_missing_its_manifests_is_passed_over_in_one_line(systems, tmp_path, capfd):
     """Orbax's reads of such a checkpoint failed with reads in flight, which then printed dozens
     of "Event loop is closed" tracebacks; the indexes are checked before reading."""
     run = tmp_path / "run"
-    train(TINY, run, progress=False)
+    train(TINY, run, progress=False, systems=systems)
     for manifest in (RunDir(run).checkpoints / "2").rglob("manifest.ocdbt"):
         manifest.unlink()
     capfd.readouterr()
-    summary = train(TINY.with_overrides(["num_epochs=3"]), run, progress=False, resume=True)
+    summary = train(
+        TINY.with_overrides(["num_epochs=3"]), run, progress=False, resume=True, systems=systems
+    )
     out, err = capfd.readouterr()
     assert summary["epochs"] == 3
     passed = [line for line in out.splitlines() if "passed over a damaged checkpoint" in line]
@@ -363,18 +400,20 @@ def test_a_checkpoint_missing_its_manifests_is_passed_over_in_one_line(tmp_path,
     assert "Event loop is closed" not in err and "Traceback" not in err
 
 
-def test_a_checkpoint_with_emptied_array_files_is_passed_over_in_one_line(tmp_path, capfd):
+def test_a_checkpoint_with_emptied_array_files_is_passed_over_in_one_line(systems, tmp_path, capfd):
     """Its indexes are whole, so orbax starts every read; the first that fails ends the restore
     while the others are in flight, and those reported their failures one traceback each (a
     hundred, some after the restore had returned)."""
     run = tmp_path / "run"
-    train(TINY, run, progress=False)
+    train(TINY, run, progress=False, systems=systems)
     data = [f for f in (RunDir(run).checkpoints / "2" / "state").rglob("d/*") if f.is_file()]
     assert data
     for f in data:
         f.write_bytes(b"")
     capfd.readouterr()
-    summary = train(TINY.with_overrides(["num_epochs=3"]), run, progress=False, resume=True)
+    summary = train(
+        TINY.with_overrides(["num_epochs=3"]), run, progress=False, resume=True, systems=systems
+    )
     gc.collect()  # (coroutines left unawaited report when collected)
     time.sleep(0.5)  # (and reads still in flight when they end)
     out, err = capfd.readouterr()
@@ -390,21 +429,33 @@ def _evaluated(run):
     return [r["epoch"] for r in RunDir(run).read_metrics() if "eval_seconds" in r]
 
 
-def test_evaluations_over_their_share_of_the_clock_are_skipped_except_the_last(tmp_path):
+def test_evaluations_over_their_share_of_the_clock_are_skipped_except_the_last(systems, tmp_path):
     """With a tiny `eval_share`, the first scheduled evaluation runs (none has taken time yet),
     later ones are skipped while the evaluations' seconds exceed the share, and the last epoch's
     always runs; the skipped evaluations change nothing in training. The clock is part of the
     checkpoint: a resumed run does not start its share afresh."""
     cfg = TINY.with_overrides(["eval_every=1", "num_epochs=4"])
     every, shared, resumed = tmp_path / "every", tmp_path / "shared", tmp_path / "resumed"
-    train(cfg, every, progress=False)
-    train(cfg.with_overrides(["eval_share=1e-9"]), shared, progress=False)
+    train(cfg, every, progress=False, systems=systems)
+    train(cfg.with_overrides(["eval_share=1e-9"]), shared, progress=False, systems=systems)
     assert _evaluated(every) == [1, 2, 3, 4]
     assert _evaluated(shared) == [1, 4]
     losses = [[r["loss"] for r in RunDir(run).read_metrics()] for run in (every, shared)]
     assert losses[0] == losses[1]
-    train(cfg.with_overrides(["eval_share=1e-9"]), resumed, progress=False, num_epochs=2)
-    train(cfg.with_overrides(["eval_share=1e-9"]), resumed, progress=False, resume=True)
+    train(
+        cfg.with_overrides(["eval_share=1e-9"]),
+        resumed,
+        progress=False,
+        num_epochs=2,
+        systems=systems,
+    )
+    train(
+        cfg.with_overrides(["eval_share=1e-9"]),
+        resumed,
+        progress=False,
+        resume=True,
+        systems=systems,
+    )
     assert _evaluated(resumed) == [1, 4]
     assert _meta(resumed)["clock"]["eval"] > 0
 

@@ -348,7 +348,7 @@ def test_a_train_step_on_a_memory_with_nothing_finished_changes_nothing(compiled
         np.testing.assert_array_equal(np.asarray(before_leaf), np.asarray(after_leaf))
 
 
-def test_gating_without_best_among_the_opponents_is_refused_for_a_new_run(tmp_path):
+def test_gating_without_best_among_the_opponents_is_refused_for_a_new_run(systems, tmp_path):
     """Gating compares the score against the best network, which is played only when "best"
     is an evaluation opponent: without it the threshold would be silently ignored. (A run
     written before this check must still load, so it is made when a run starts.)"""
@@ -356,7 +356,7 @@ def test_gating_without_best_among_the_opponents_is_refused_for_a_new_run(tmp_pa
 
     cfg = TINY.with_overrides(["gating_threshold=0.55"])
     with pytest.raises(ValueError, match=r"gating_threshold=0\.55 .* 'best' in eval_opponents"):
-        train(cfg, tmp_path / "run", progress=False)
+        train(cfg, tmp_path / "run", progress=False, systems=systems)
     assert not (tmp_path / "run").exists()
     TINY.with_overrides(["gating_threshold=0.55", "eval_opponents=random,best"]).check_new_run()
 
@@ -364,7 +364,7 @@ def test_gating_without_best_among_the_opponents_is_refused_for_a_new_run(tmp_pa
 @pytest.mark.parametrize(
     "setting", ["eval_opponents=best", "elo_pool_size=2", "eval_opponents=mcts:8"]
 )
-def test_a_one_player_game_refuses_opponents_it_would_ignore(tmp_path, setting):
+def test_a_one_player_game_refuses_opponents_it_would_ignore(systems, tmp_path, setting):
     """A one-player game's evaluation plays the network alone: other agents, an Elo pool or
     gating would be accepted and never used."""
     from turbozero.alphazero import train
@@ -372,7 +372,7 @@ def test_a_one_player_game_refuses_opponents_it_would_ignore(tmp_path, setting):
     cfg = TINY.with_overrides(["env=2048", "max_episode_steps=20", setting])
     name = setting.split("=")[0]
     with pytest.raises(ValueError, match=rf"{name}=.* '2048' is a one-player game"):
-        train(cfg, tmp_path / "run", progress=False)
+        train(cfg, tmp_path / "run", progress=False, systems=systems)
     assert not (tmp_path / "run").exists()
     TINY.with_overrides(["env=2048"]).check_new_run(1)  # "random", the default, is let be
 
@@ -455,15 +455,6 @@ def test_self_play_stores_the_roots_mean_values_and_logs_their_sum():
     stored = np.asarray(state.selfplay.memory.experience["root_value"][:, :3])
     assert np.all(np.abs(stored) <= 1) and np.any(stored != 0)
     np.testing.assert_allclose(metrics["root_value_sum"], stored.sum(), rtol=1e-5)
-
-
-def test_a_run_written_with_the_removed_root_value_setting_loads_when_it_was_the_mean():
-    """`root_value=best` was tried, not kept and removed with the setting: a config.json with
-    `"root_value": "mean"` (every run before, by default) loads; "best" is refused in one line."""
-    before = TINY.to_dict()
-    assert AlphaZeroConfig.from_dict({**before, "root_value": "mean"}) == TINY
-    with pytest.raises(ConfigError, match=r"^root_value='best': .* removed"):
-        AlphaZeroConfig.from_dict({**before, "root_value": "best"})
 
 
 def test_opening_moves_start_games_after_random_legal_moves_that_never_end_them(tic_tac_toe):

@@ -75,17 +75,19 @@ def test_run_directory_holds_config_metrics_summary_plots_checkpoints(full_run):
     assert summary["epochs"] == 2
 
 
-def test_existing_run_directory_is_never_overwritten(full_run):
+def test_existing_run_directory_is_never_overwritten(systems, full_run):
     run, _ = full_run
     with pytest.raises(FileExistsError, match="resume"):
-        train(CFG, run, progress=False)
+        train(CFG, run, progress=False, systems=systems)
 
 
-def test_stop_and_resume_gives_the_same_parameters_as_an_uninterrupted_run(full_run, tmp_path):
+def test_stop_and_resume_gives_the_same_parameters_as_an_uninterrupted_run(
+    systems, full_run, tmp_path
+):
     run, _ = full_run
     split = tmp_path / "split"
-    train(CFG, split, progress=False, num_epochs=1)
-    train(CFG, split, progress=False, resume=True)
+    train(CFG, split, progress=False, num_epochs=1, systems=systems)
+    train(CFG, split, progress=False, resume=True, systems=systems)
     a, meta_a = _params(run)
     b, meta_b = _params(split)
     assert meta_a["epoch"] == meta_b["epoch"] == 2
@@ -225,15 +227,15 @@ def test_zero_simulations_are_refused_not_read_as_the_default(full_run, capsys):
         assert f"error: {flag} must be" in capsys.readouterr().err
 
 
-def test_a_refused_setting_leaves_no_run_directory_behind(tmp_path):
+def test_a_refused_setting_leaves_no_run_directory_behind(systems, tmp_path):
     run = tmp_path / "refused"
     bad = CFG.with_overrides(["search.selector=gumbel", "search.reuse=true"])
     with pytest.raises(ValueError, match="reuse"):
-        train(bad, run, progress=False)
+        train(bad, run, progress=False, systems=systems)
     assert not run.exists()
     # so the corrected command runs in the same place (no "already exists")
     good = CFG.with_overrides(["num_epochs=1", "eval_opponents=random", "elo_pool_size=0"])
-    assert train(good, run, progress=False)["epochs"] == 1
+    assert train(good, run, progress=False, systems=systems)["epochs"] == 1
 
 
 def test_cli_reports_refused_settings_in_one_error_line(tmp_path, capsys):
@@ -354,17 +356,17 @@ def test_an_abort_prints_one_line_not_a_traceback(monkeypatch, capsys, tmp_path)
 
 @pytest.mark.parametrize("num_epochs", [0, -3, 1.5, 3])
 def test_train_refuses_a_number_of_epochs_outside_one_to_the_configs_before_writing(
-    tmp_path, num_epochs
+    systems, tmp_path, num_epochs
 ):
     """`num_epochs` stops a run early; past the config's own end the last evaluation (which
     follows the config) would come mid-run and the real last epoch go unevaluated."""
     message = "must be an int >= 1" if num_epochs != 3 else "stops a run after config.num_epochs=2"
     with pytest.raises(ValueError, match=message):
-        train(TINY, tmp_path / "run", progress=False, num_epochs=num_epochs)
+        train(TINY, tmp_path / "run", progress=False, num_epochs=num_epochs, systems=systems)
     assert not (tmp_path / "run").exists()
 
 
-def test_a_run_whose_loss_diverges_stops_without_saving_the_diverged_epoch(tmp_path):
+def test_a_run_whose_loss_diverges_stops_without_saving_the_diverged_epoch(systems, tmp_path):
     """A learning rate of 1e30 sends the parameters to infinity within the first epoch's two
     training steps: the run raises instead of checkpointing non-numbers (which would push the
     last good checkpoint out) and writes no metric row for that epoch."""
@@ -372,13 +374,13 @@ def test_a_run_whose_loss_diverges_stops_without_saving_the_diverged_epoch(tmp_p
         ["learning_rate=1e30", "num_epochs=3", "eval_opponents=random", "elo_pool_size=0"]
     )
     with pytest.raises(FloatingPointError, match=r"training diverged in epoch 1: the loss is"):
-        train(cfg, tmp_path / "run", progress=False)
+        train(cfg, tmp_path / "run", progress=False, systems=systems)
     assert Checkpointer(tmp_path / "run" / "checkpoints").all_steps() == []
     assert RunDir(tmp_path / "run").read_metrics() == []
 
 
 def test_games_never_ending_within_max_episode_steps_are_reported_in_the_log_and_the_eval(
-    tmp_path, capsys
+    systems, tmp_path, capsys
 ):
     """Tic-tac-toe cannot end in 3 moves: every episode is cut and dropped, nothing is ever
     trained on, and evaluation games cut off there count as draws. The run says so in its
@@ -387,7 +389,7 @@ def test_games_never_ending_within_max_episode_steps_are_reported_in_the_log_and
     import json
 
     cfg = TINY.with_overrides(["max_episode_steps=3", "eval_opponents=random", "num_epochs=1"])
-    train(cfg, tmp_path / "short", progress=False)
+    train(cfg, tmp_path / "short", progress=False, systems=systems)
     out = capsys.readouterr().out
     assert "no game has ended within max_episode_steps=3" in out and "truncation" in out
     assert "memory_capacity" not in out  # (not the cause)
@@ -396,7 +398,9 @@ def test_games_never_ending_within_max_episode_steps_are_reported_in_the_log_and
     assert rows[-1]["eval/random/truncated"] == 1.0 and rows[-1]["eval/random/draw"] == 1.0
 
 
-def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waiting(tmp_path, capsys):
+def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waiting(
+    systems, tmp_path, capsys
+):
     """Running episodes hold memory slots: 8 games x 9 slots pass the size check for a batch
     of 72, yet fewer positions are ever finished at once. The run says so instead of waiting
     in silence; and an epoch without training steps by choice is not "waiting"."""
@@ -405,7 +409,7 @@ def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waitin
     cfg = TINY.with_overrides(
         ["memory_capacity=9", "train_batch_size=72", "eval_opponents=", "num_epochs=2"]
     )
-    train(cfg, tmp_path / "starved", progress=False)
+    train(cfg, tmp_path / "starved", progress=False, systems=systems)
     out = capsys.readouterr().out
     assert "still waiting for 72 finished positions" in out and "memory_capacity=9" in out
     # a run that ends without a step says so plainly, once, with what it would take
@@ -420,7 +424,7 @@ def test_a_batch_the_memory_never_holds_is_reported_and_no_training_is_no_waitin
     idle = TINY.with_overrides(
         ["train_steps_per_epoch=0", "train_batch_size=120", "eval_opponents=", "num_epochs=2"]
     )
-    train(idle, tmp_path / "idle", progress=False)
+    train(idle, tmp_path / "idle", progress=False, systems=systems)
     rows = [json.loads(x) for x in (tmp_path / "idle" / "metrics.jsonl").read_text().splitlines()]
     assert not any(row.get("waiting_for_positions") for row in rows) and len(rows) == 2
     assert "no training step" not in capsys.readouterr().out
@@ -445,7 +449,7 @@ def test_a_missing_logging_extra_is_one_line_and_leaves_no_run(
     assert not out.exists()
 
 
-def test_a_resumed_run_may_switch_its_loggers(full_run, tmp_path, monkeypatch):
+def test_a_resumed_run_may_switch_its_loggers(systems, full_run, tmp_path, monkeypatch):
     import shutil
     import sys
     import types
@@ -469,7 +473,7 @@ def test_a_resumed_run_may_switch_its_loggers(full_run, tmp_path, monkeypatch):
     run = tmp_path / "copy"
     shutil.copytree(full_run[0], run)
     config = CFG.with_overrides(["tensorboard=true", "num_epochs=3"])
-    summary = train(config, run, resume=True, progress=False)
+    summary = train(config, run, resume=True, progress=False, systems=systems)
     assert summary["epochs"] == 3
     assert ("loss", 216) in scalars  # the resumed epoch 3 (72 positions an epoch)
 
@@ -506,7 +510,7 @@ def test_ctrl_c_during_eval_prints_interrupted_and_exits_130(full_run):
 
 
 def test_a_run_larger_than_the_machines_memory_is_refused_before_anything_is_written(
-    tmp_path, capsys
+    systems, tmp_path, capsys
 ):
     from turbozero.cli import main
     from turbozero.io.errors import TooLargeError
@@ -518,7 +522,7 @@ def test_a_run_larger_than_the_machines_memory_is_refused_before_anything_is_wri
     assert "GiB, more than this machine's" in err[0] and "--skip-memory-check" in err[0]
     assert not out.exists()
     with pytest.raises(TooLargeError):
-        train(CFG.with_overrides(["num_games=2000000000"]), out, progress=False)
+        train(CFG.with_overrides(["num_games=2000000000"]), out, progress=False, systems=systems)
     # a run that fits starts as before (the check is on by default everywhere else)
     from turbozero.io.resources import check_fits_in_memory
 
@@ -527,7 +531,7 @@ def test_a_run_larger_than_the_machines_memory_is_refused_before_anything_is_wri
         check_fits_in_memory(1 << 22, "x", memory=1 << 21)
 
 
-def test_the_memory_check_counts_the_trees_reanalysis_builds_each_epoch(tmp_path):
+def test_the_memory_check_counts_the_trees_reanalysis_builds_each_epoch(systems, tmp_path):
     """Half a million positions reanalysed with 4,000-node trees need far more than any machine
     here, though the training state alone (the same config without reanalysis) is small."""
     from turbozero.alphazero import make_alphazero
@@ -543,15 +547,15 @@ def test_the_memory_check_counts_the_trees_reanalysis_builds_each_epoch(tmp_path
     assert reanalysis_tree_bytes(TINY.with_overrides(big), az) == 0
     out = tmp_path / "run"
     with pytest.raises(TooLargeError, match="reanalysis trees"):
-        train(cfg, out, progress=False)
+        train(cfg, out, progress=False, systems=systems)
     assert not out.exists()
 
 
 def test_training_says_once_when_its_tree_cannot_hold_a_search_and_what_it_compiles(
-    tmp_path, capsys
+    systems, tmp_path, capsys
 ):
     config = TINY.with_overrides(["search.num_simulations=16", "num_epochs=1"])  # 12 nodes
-    train(config, tmp_path / "run", progress=False)
+    train(config, tmp_path / "run", progress=False, systems=systems)
     out = capsys.readouterr().out
     assert out.count("warning: search.max_nodes=12 holds fewer nodes than") == 1
     # the minutes of compiling a first run can take are said, with their length
@@ -574,9 +578,11 @@ def test_the_resume_help_names_every_setting_a_resumed_run_may_change(capsys):
     assert all(name in ppo for name in PPO) and "num_epochs" not in ppo, ppo
 
 
-def test_the_evaluation_plays_its_own_network_as_an_opponent_in_two_player_games(tmp_path):
+def test_the_evaluation_plays_its_own_network_as_an_opponent_in_two_player_games(systems, tmp_path):
     run = tmp_path / "run"
-    train(TINY.with_overrides(["eval_opponents=random,network"]), run, progress=False)
+    train(
+        TINY.with_overrides(["eval_opponents=random,network"]), run, progress=False, systems=systems
+    )
     row = RunDir(run).read_metrics()[-1]
     for opponent in ("random", "network"):
         total = sum(row[f"eval/{opponent}/{r}"] for r in ("win", "draw", "loss"))

@@ -34,7 +34,6 @@ from turbozero.engines.gtp import (
     position_sgf,
     vertex_to_action,
 )
-from turbozero.engines.players import go_engine
 from turbozero.io.outside import failure_behind
 
 FAKE = f"{sys.executable} {Path(__file__).with_name('fake_gtp.py')}"
@@ -185,12 +184,11 @@ def test_an_engine_failure_inside_a_compiled_match_is_found_behind_jaxs_error(go
     """JAX re-raises a host call's error as its own, with the tracebacks in its text (and logs
     another): `failure_behind` finds the engine's one line behind it; nothing is logged."""
     spec = f"gtp:{FAKE} --garbage"
+    engine = make_opponent(go9, spec)
     with pytest.raises(Exception) as raised:
-        play_match(
-            go9, make_opponent(go9, spec), random_agent(go9), jax.random.PRNGKey(0), num_games=2
-        )
+        play_match(go9, engine, random_agent(go9), jax.random.PRNGKey(0), num_games=2)
     failure = failure_behind(raised.value)
-    assert isinstance(failure, GTPError) and failure is go_engine(spec, 9).failure
+    assert isinstance(failure, GTPError) and failure is engine.policy_fn.engine.failure
     assert str(failure).startswith(f"GTP engine {spec!r} answered 'genmove ")
     assert failure_behind(RuntimeError("another error")) is None
     assert "Traceback" not in capfd.readouterr().err

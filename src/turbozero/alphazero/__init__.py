@@ -2,7 +2,7 @@
 
 from turbozero.alphazero.augment import horizontal_flip, square_symmetries
 from turbozero.alphazero.config import AlphaZeroConfig, NetworkConfig, SearchConfig
-from turbozero.alphazero.learner import AlphaZeroSystem, TrainState, make_alphazero
+from turbozero.alphazero.learner import AlphaZeroSystem, Systems, TrainState, make_alphazero
 from turbozero.alphazero.losses import az_loss
 from turbozero.alphazero.reanalyse import Reanalyse, make_reanalyse
 from turbozero.alphazero.selfplay import SelfPlay, SelfPlayState, make_selfplay
@@ -16,6 +16,7 @@ __all__ = [
     "SearchConfig",
     "SelfPlay",
     "SelfPlayState",
+    "Systems",
     "TrainState",
     "az_loss",
     "horizontal_flip",

@@ -5,14 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, TypeVar
 
-from turbozero.arena.accuracy import judged_games
-from turbozero.arena.opponents import check_distinct, parse_opponent
-from turbozero.arena.perfect import perfect_games
+from turbozero.arena.settings import EvalSettings
 from turbozero.config import (
-    SEED_MAX,
-    SEED_MIN,
     Config,
     ConfigError,
+    EpochSettings,
     check_choice,
     check_range,
     register_base,
@@ -52,18 +49,6 @@ def settled(value: T | None, name: str) -> T:
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig(Config):
     """The policy-value network."""
-
-    #: removed settings, at the value that left them off (`Config.REMOVED`); none was kept on
-    #: Connect Four (docs/benchmarks.md's lever table): gravity features 97.98% -> 97.69%, the
-    #: heads' 1x1 convolutions wider (32 value, 4 policy channels), KataGo's global pooling and
-    #: layer norm each 97.9% -> 97.8%
-    REMOVED: ClassVar[dict[str, Any]] = {
-        "gravity_features": False,
-        "policy_channels": 2,
-        "value_channels": 1,
-        "global_pool": False,
-        "norm": "batch",
-    }
 
     kind: str = "resnet"  # resnet | mlp
     num_blocks: int = 2
@@ -181,27 +166,17 @@ class SearchConfig(Config):
 
 
 @dataclasses.dataclass(frozen=True)
-class AlphaZeroConfig(Config):
-    """Everything a training run needs; the seed is part of it."""
+class AlphaZeroConfig(EvalSettings, EpochSettings):
+    """Everything a training run needs; the seed is part of it. The run and evaluation
+    settings every algorithm shares are `EpochSettings`' and `EvalSettings`'; the rest are
+    AlphaZero's own."""
 
-    #: removed settings, at the value that left them off (`Config.REMOVED`), none kept on
-    #: Connect Four: `root_value=best` (the Q of the most visited move as the value target's
-    #: search share), a cosine decay of the learning rate (`lr_decay_steps`, to `lr_final` of it)
-    REMOVED: ClassVar[dict[str, Any]] = {"root_value": "mean", "lr_decay_steps": 0, "lr_final": 0.1}
-    #: the first recipe's values of the settings whose default became the Connect Four recipe's
-    #: (a run recorded before one of them existed ran with these)
-    BEFORE: ClassVar[dict[str, Any]] = {
-        "temperature_moves": 10,
-        "memory_capacity": 128,
-        "learning_rate": 1e-3,
-        "root_value_weight": 0.0,
-        "ema_decay": 0.0,
-        "ema_selfplay": True,
-        "overlap": False,
-        "eval_simulations": 0,
-        "network.value_bins": 0,
-        "search.fpu": "zero",
-    }
+    #: what a resumed run may change beside the shared groups' (`Config.resume_may_change`):
+    #: what its evaluations draw and how much of the clock they may take
+    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("eval_record_games", "eval_share")
+    #: the opponents a run plays from itself: its best network so far, its network unsearched
+    OWN_OPPONENTS: ClassVar[tuple[str, ...]] = ("best", "network")
+
     GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
         "run": (
             "env",
@@ -262,7 +237,6 @@ class AlphaZeroConfig(Config):
 
     env: str = "tic_tac_toe"
     reward_fn: str | None = None  # jumanji games: "uncovered_share" or "pkg.module:function"
-    seed: int = 0
     num_games: int = 64  # self-play games in parallel (the batch B)
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
@@ -291,17 +265,10 @@ class AlphaZeroConfig(Config):
     train_steps_per_epoch: int = 32
     overlap: bool | None = None  # self-play on a 2nd thread beside the steps; None: on 1 device
     num_epochs: int = 20
-    max_wall_seconds: float = 0.0  # 0: no limit; else stop (and save) after this much training
-    eval_every: int = 1
     # (a scheduled evaluation is skipped while those so far took more; the last always runs)
     eval_share: float = 0.0  # at most this share of the wall clock evaluating; 0: no limit
-    eval_games: int = 64
     # simulations at play (evaluations, eval, play); 0: self-play's; None: 4x self-play's
     eval_simulations: int | None = None
-    eval_opponents: tuple[str, ...] = ("random",)  # random, perfect, mcts:N, engines, best, network
-    eval_accuracy: bool = False  # accuracy vs a solver (tic_tac_toe, connect_four); backgammon:
-    # gnubg's error rate (millipoints a move) and share of its best plays, at 0 ply
-    eval_accuracy_positions: int = 1000  # Connect Four's or backgammon's set (tic-tac-toe: all)
     eval_record_games: int = 2  # games per opponent drawn in RUN/games/latest.html (0: none)
     eval_opening_moves: int = 0  # random opening moves in evaluation games (diversity)
     eval_network_opening_moves: int = 4  # at least this many in network vs network games
@@ -309,11 +276,7 @@ class AlphaZeroConfig(Config):
     elo_games_per_opponent: int = 16
     gating_threshold: float = 0.0  # 0: off; else "best" is replaced at this score vs "best"
     devices: int = 0  # 0: every visible device (all hosts' with jax.distributed)
-    checkpoint_every: int = 1
-    keep_checkpoints: int | None = 3
     save_memory: bool = True  # False: smaller checkpoints; resume refills memory (not exact)
-    tensorboard: bool = False  # also RUN/tensorboard events (the [tensorboard] extra)
-    wandb_project: str | None = None  # also log to W&B (the [wandb] extra); README: resume
 
     def validate(self) -> None:
         if ":" not in self.env and self.env not in GAMES:
@@ -323,6 +286,7 @@ class AlphaZeroConfig(Config):
             )
         if self.reward_fn is not None:
             check_reward_fn(self.env, self.reward_fn)
+        super().validate()  # (the run and evaluation groups)
 
         spec = game_spec(self.env)
         if self.network.line_features and (
@@ -333,7 +297,6 @@ class AlphaZeroConfig(Config):
                 f"network.line_features=true needs a game won by k marks in a row "
                 f"({' or '.join(lines)}), not env {self.env!r}; leave it out"
             )
-        check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
         check_range("num_games", self.num_games, low=1)
         check_range("temperature", self.temperature, low=0)
         if self.temperature_moves is not None:
@@ -356,12 +319,6 @@ class AlphaZeroConfig(Config):
         check_range("warmup_steps", self.warmup_steps, low=0)
         check_range("collection_steps_per_epoch", self.collection_steps_per_epoch, low=1)
         check_range("train_steps_per_epoch", self.train_steps_per_epoch, low=0)
-        check_range("num_epochs", self.num_epochs, low=1)
-        check_range("max_wall_seconds", self.max_wall_seconds, low=0)
-        check_range("eval_every", self.eval_every, low=1)
-        check_range("eval_games", self.eval_games, low=2)
-        if self.eval_games % 2:
-            raise ValueError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
         if self.eval_simulations is not None:
             check_range("eval_simulations", self.eval_simulations, low=0, high=MAX_NODES - 1)
         check_range("eval_opening_moves", self.eval_opening_moves, low=0)
@@ -382,37 +339,6 @@ class AlphaZeroConfig(Config):
                 "follow them, so training would depend on timing: set one of them to 0"
             )
         check_range("devices", self.devices, low=0)
-        check_range("checkpoint_every", self.checkpoint_every, low=1)
-        if self.keep_checkpoints is not None:
-            check_range("keep_checkpoints", self.keep_checkpoints, low=1)
-
-        try:
-            check_distinct(self.eval_opponents, "eval_opponents")
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-        for opp in self.eval_opponents:
-            # ("best": the best network so far; "network": the current one without search)
-            if opp not in ("best", "network"):
-                parsed = parse_opponent(opp, what="eval_opponents entry")
-                if not parsed.plays(self.env):
-                    raise ConfigError(
-                        f"eval_opponents {opp!r} plays {' or '.join(parsed.games())} only, not "
-                        f"env {self.env!r}"
-                    )
-
-        if "perfect" in self.eval_opponents and (spec is None or spec.perfect is None):
-            raise ConfigError(
-                f"eval_opponents 'perfect' exists only for env {' or '.join(perfect_games())}, "
-                f"not {self.env!r}"
-            )
-        judge = None if spec is None else spec.judge
-        high = judge.max_positions if judge is not None and self.eval_accuracy else 100_000
-        check_range("eval_accuracy_positions", self.eval_accuracy_positions, low=1, high=high)
-        if self.eval_accuracy and judge is None:
-            raise ConfigError(
-                f"eval_accuracy=true needs a solver or an engine to judge moves, which exist for "
-                f"env {' or '.join(judged_games())}, not {self.env!r}; leave eval_accuracy out"
-            )
 
     def resolved(self, module: Any = None) -> AlphaZeroConfig:
         """This config with the settings left to the game (None) filled in, as a run records

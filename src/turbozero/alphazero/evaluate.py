@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.alphazero.learner import AlphaZeroSystem
+from turbozero.alphazero.learner import AlphaZeroSystem, Systems
 from turbozero.arena import (
     Agent,
     EloPool,
@@ -64,20 +64,10 @@ def _judge(env: Env) -> Judge:
     return spec.judge
 
 
-#: the searched agent each recent system's evaluations play with, `{(id(its self-play),
-#: simulations): (its self-play, agent)}`: a system whose functions `make_alphazero` built before
-#: plays with the same agent, so its compiled matches are found in memory (`play_match`)
-_AGENTS: dict[tuple[int, int], tuple[Any, Agent]] = {}
-
-
 def _searched_agent(az: AlphaZeroSystem, simulations: int) -> Agent:
-    """The evaluations' agent of `az` (no parameters yet), made once per system's functions."""
-    key = (id(az.selfplay), simulations)
-    kept = _AGENTS.get(key)
-    if kept is not None and kept[0] is az.selfplay:
-        return kept[1]
+    """The evaluations' agent of `az` (no parameters yet)."""
     search = az.selfplay.search  # its game: chance split hidden when "sampled"
-    agent = alphazero_agent(
+    return alphazero_agent(
         search.env,
         az.eval_fn,
         None,
@@ -87,25 +77,32 @@ def _searched_agent(az: AlphaZeroSystem, simulations: int) -> Agent:
         discount=search.discount,
         name="current",
     )
-    if len(_AGENTS) >= 8:  # (the oldest goes)
-        del _AGENTS[next(iter(_AGENTS))]
-    _AGENTS[key] = (az.selfplay, agent)
-    return agent
 
 
 class Evaluator:
     """Plays the current network against the configured opponents (compiled once per run)."""
 
-    def __init__(self, az: AlphaZeroSystem, *, decide: Callable[[bool], bool] = bool):
+    def __init__(
+        self,
+        az: AlphaZeroSystem,
+        *,
+        decide: Callable[[bool], bool] = bool,
+        systems: Systems | None = None,
+    ):
         """`decide(better) -> better` settles whether a network becomes the best; training on
         several processes passes process 0's verdict to all (`train.agree`), so that every
-        process keeps the same best network and saves it together."""
+        process keeps the same best network and saves it together. With `systems` (the cache
+        `az` came from), a system built before plays with the agent made for it before, whose
+        compiled matches are in memory."""
         cfg = az.config
         self.az = az
         self.decide = decide
         env = az.env
         self.sims = cfg.eval_simulations or cfg.search.num_simulations
-        self._agent = _searched_agent(az, self.sims)
+        if systems is None:
+            self._agent = _searched_agent(az, self.sims)
+        else:
+            self._agent = systems.agent(az, self.sims, lambda: _searched_agent(az, self.sims))
         self.opponents: dict[str, Agent] = {
             opp: make_opponent(env, opp)
             for opp in cfg.eval_opponents

@@ -33,6 +33,7 @@ from turbozero.memory import EpisodeBuffer, make_episode_buffer
 from turbozero.nets import AZResnet, AZResnetConfig, PolicyValueMLP, init_params
 from turbozero.search import Search, Selector, gumbel, make_search, muzero_puct, puct, shard_search
 from turbozero.types import Array, Params, PRNGKey
+from turbozero.validate import check_count
 
 
 @struct.dataclass
@@ -184,6 +185,7 @@ def make_alphazero(
     loss_fn: Callable[..., Any] | None = None,
     augment_fns: Any = None,
     mesh: jax.sharding.Mesh | None = None,
+    systems: Systems | None = None,
 ) -> AlphaZeroSystem:
     """Build the environment, network, search, memory, self-play and the compiled-step bodies.
 
@@ -192,60 +194,90 @@ def make_alphazero(
     everything else comes from `config`. With a `mesh` of several devices (`Sharder.mesh`),
     each device searches its own games (`turbozero.search.shard_search`).
 
-    Built from the config alone (no parts given), the system's functions are built once per
-    process for configs that differ only in `RUN_SETTINGS` (and the same mesh and registered
-    game): a second run in the process (a resume, a sweep, a test) finds JAX's traced and lowered
-    programs in memory instead of building them again (a tiny tic-tac-toe run's second training
-    in a process: 1.2 s instead of 3.6 s). The system's `config` is always the one given.
+    Built from the config alone (no parts given) with `systems`, the functions come from that
+    cache when it built them for a config equal outside `RUN_SETTINGS` (see `Systems`).
     """
-    if all(part is None for part in (env, module, selector, optimizer, loss_fn, augment_fns)):
-        return _built_from_config(config, mesh)
+    if systems is not None and all(
+        part is None for part in (env, module, selector, optimizer, loss_fn, augment_fns)
+    ):
+        return systems.system(config, mesh)
     return _build_alphazero(config, env, module, selector, optimizer, loss_fn, augment_fns, mesh)
 
 
 #: settings no compiled program reads: the run's own (but its game), its evaluations, and its
 #: schedule of moves and steps (`Trainer` and `Evaluator` read them from the system's `config`;
 #: the memory's size is resolved before); configs differing only here share a system's functions
-#: (`make_alphazero`; checked in tests/test_own_game.py)
+#: in a `Systems` (checked in tests/test_own_game.py)
 RUN_SETTINGS = (
     frozenset(AlphaZeroConfig.GROUPS["run"]) - {"env", "reward_fn"}
     | frozenset(AlphaZeroConfig.GROUPS["eval"])
     | {"warmup_steps", "collection_steps_per_epoch", "train_steps_per_epoch", "overlap"}
 )
 
-#: systems built from a config alone: `{(program settings, mesh): (the game's registration,
-#: system)}`, the most recent last (`make_alphazero`)
-_BUILT: collections.OrderedDict[tuple[Any, Any], tuple[Any, AlphaZeroSystem]] = (
-    collections.OrderedDict()
-)
-_BUILT_KEPT = 4
 
+class Systems:
+    """AlphaZero systems (and their evaluations' agents) kept for reuse by a caller that trains
+    several runs in one process: a sweep, a run and its resume, a test suite. The caller owns
+    it (the library keeps none): pass it to `train_alphazero` or `make_alphazero`, and a config
+    equal to an earlier one outside `RUN_SETTINGS` (with the same mesh and the same registration
+    of its game) finds JAX's traced and lowered programs in memory instead of building them
+    again (a tiny tic-tac-toe run's second training: 1.2 s instead of 3.6 s).
 
-def _built_from_config(config: AlphaZeroConfig, mesh: jax.sharding.Mesh | None) -> AlphaZeroSystem:
-    """`make_alphazero` without parts, reusing the functions built for a config equal outside
-    `RUN_SETTINGS` and the same mesh while the game's registration is the same object (a game
-    registered again is built again)."""
-    cfg = config.resolved()
-    game = all_games().get(cfg.env)
-    program = tuple(
-        (f.name, getattr(cfg, f.name))
-        for f in dataclasses.fields(cfg)
-        if f.name not in RUN_SETTINGS
-    )
-    try:
-        key = (program, mesh)
-        hash(key)
-    except TypeError:  # (a setting holding a list: built every time)
-        return _build_alphazero(cfg, None, None, None, None, None, None, mesh)
-    kept = _BUILT.get(key)
-    if kept is not None and kept[0] is game:
-        _BUILT.move_to_end(key)
-        return kept[1]._replace(config=cfg)
-    system = _build_alphazero(cfg, None, None, None, None, None, None, mesh)
-    _BUILT[key] = (game, system)
-    while len(_BUILT) > _BUILT_KEPT:
-        _BUILT.popitem(last=False)
-    return system
+    Args:
+        keep: systems kept, the most recently used (the oldest goes first); an evaluation's
+            agents are kept for twice as many.
+    """
+
+    def __init__(self, *, keep: int = 4) -> None:
+        self.keep = check_count("keep", keep, low=1)
+        #: `{(program settings, mesh): (the game's registration, system)}`, newest last
+        self._systems: collections.OrderedDict[tuple[Any, Any], tuple[Any, AlphaZeroSystem]] = (
+            collections.OrderedDict()
+        )
+        #: `{(id(a system's self-play), simulations): (that self-play, agent)}`
+        self._agents: collections.OrderedDict[tuple[int, int], tuple[Any, Any]] = (
+            collections.OrderedDict()
+        )
+
+    def system(self, config: AlphaZeroConfig, mesh: jax.sharding.Mesh | None) -> AlphaZeroSystem:
+        """`make_alphazero(config, mesh=mesh)`, reusing the functions built for a config equal
+        outside `RUN_SETTINGS`; the system's `config` is always `config` (resolved)."""
+        cfg = config.resolved()
+        game = all_games().get(cfg.env)
+        program = tuple(
+            (f.name, getattr(cfg, f.name))
+            for f in dataclasses.fields(cfg)
+            if f.name not in RUN_SETTINGS
+        )
+        try:
+            key = (program, mesh)
+            hash(key)
+        except TypeError:  # (a setting holding a list: built every time)
+            return _build_alphazero(cfg, None, None, None, None, None, None, mesh)
+        kept = self._systems.get(key)
+        if kept is not None and kept[0] is game:  # (a game registered again is built again)
+            self._systems.move_to_end(key)
+            return kept[1]._replace(config=cfg)
+        system = _build_alphazero(cfg, None, None, None, None, None, None, mesh)
+        self._systems[key] = (game, system)
+        while len(self._systems) > self.keep:
+            self._systems.popitem(last=False)
+        return system
+
+    def agent(self, az: AlphaZeroSystem, simulations: int, build: Callable[[], Any]) -> Any:
+        """The evaluations' agent of `az` at `simulations` (`build()` the first time): a system
+        this cache gave before plays with the same agent, so its compiled matches are found in
+        memory."""
+        key = (id(az.selfplay), simulations)
+        kept = self._agents.get(key)
+        if kept is not None and kept[0] is az.selfplay:
+            self._agents.move_to_end(key)
+            return kept[1]
+        agent = build()
+        self._agents[key] = (az.selfplay, agent)
+        while len(self._agents) > 2 * self.keep:
+            self._agents.popitem(last=False)
+        return agent
 
 
 def _build_alphazero(

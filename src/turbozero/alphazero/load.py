@@ -198,7 +198,7 @@ def load_agent(
     saved = rd.read_config()
     if saved["algorithm"] != "alphazero":
         raise ValueError(f"{rd.path} is a {saved['algorithm']!r} run; use turbozero.load_agent")
-    cfg = AlphaZeroConfig.from_record(saved["config"]).resolved()
+    cfg = AlphaZeroConfig.from_dict(saved["config"]).resolved()
     playing = play_search(cfg.search, search)
     env, module = _rebuild_parts(rd, saved, cfg, env, module, trust=trust)
     az = make_alphazero(cfg, env=env, module=module)

@@ -23,6 +23,7 @@ from turbozero.alphazero.config import AlphaZeroConfig, settled
 from turbozero.alphazero.evaluate import Evaluator
 from turbozero.alphazero.learner import (
     AlphaZeroSystem,
+    Systems,
     TrainState,
     acting_params,
     make_alphazero,
@@ -98,24 +99,17 @@ def positions_played(cfg: AlphaZeroConfig, epochs: int) -> int:
     return cfg.num_games * (cfg.warmup_steps + epochs * cfg.collection_steps_per_epoch)
 
 
-#: settings a resumed run may change: where it stops and where it logs (none changes what an
-#: epoch computes)
-RESUME_MAY_CHANGE = (
-    "num_epochs",
-    "max_wall_seconds",
-    "tensorboard",
-    "wandb_project",
-    "eval_record_games",
-    "eval_share",
-)
+#: settings a resumed run may change, from its groups: where it stops and where it logs, what
+#: its evaluations draw and their share of the clock (none changes what an epoch computes)
+RESUME_MAY_CHANGE = AlphaZeroConfig.resume_may_change()
 
 
 def _canonical(x: Any, seen: frozenset[int] = frozenset()) -> str:
     """A description of `x` that is the same in every process and Python session: dataclass
     fields (a flax module's) by name, sets sorted, functions by name (not by the module path a
     library may move them to), bound methods with their object; no memory addresses, no
-    hash-dependent orders, no library's display format. Long texts are hashed. A field added
-    after runs were recorded (`turbozero.struct.ADDED_LATER`) is left out at its default."""
+    hash-dependent orders, no library's display format. Long texts are hashed. (Runs recorded
+    by an older version are brought to today's description by `turbozero.io.migrations`.)"""
     if id(x) in seen:
         return "<cycle>"
     seen = seen | {id(x)}
@@ -125,14 +119,7 @@ def _canonical(x: Any, seen: frozenset[int] = frozenset()) -> str:
 
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         skip = ("parent", "name") if isinstance(x, nn.Module) else ()
-        fields = [
-            f
-            for f in dataclasses.fields(x)
-            if f.name not in skip
-            and not (
-                f.metadata.get("describe_if_changed") and getattr(x, f.name, f.default) == f.default
-            )
-        ]
+        fields = [f for f in dataclasses.fields(x) if f.name not in skip]
         inner = ", ".join(f"{f.name}={c(getattr(x, f.name, '<unset>'))}" for f in fields)
         text = f"{type(x).__name__}({inner})"
     elif isinstance(x, set | frozenset):
@@ -231,6 +218,7 @@ class _AlphaZeroRun:
         state_shape: TrainState,
         parts: dict[str, Any],
         recipes: dict[str, Any],
+        systems: Systems | None = None,
     ):
         self.config, self.az, self.sharder = config, az, sharder
         self.state_shape = state_shape  # (shapes and dtypes)
@@ -241,7 +229,7 @@ class _AlphaZeroRun:
         self.resume_notes: Mapping[str, str] = {}
         # process 0 decides the best network for all: a process whose evaluation came out
         # otherwise (another device's rounding) must neither keep another best nor skip a save
-        self.evaluator = Evaluator(az, decide=agree)
+        self.evaluator = Evaluator(az, decide=agree, systems=systems)
         self.eval_metrics: dict[str, Any] = {}  # the latest evaluation's
         # seconds spent training and evaluating (for `eval_share`), and when the last one ended
         self.spent, self.mark = {"train": 0.0, "eval": 0.0}, time.perf_counter()
@@ -644,6 +632,7 @@ def train_alphazero(
     parts: dict[str, Any] | None = None,
     check_memory: bool = True,
     rebuild: Mapping[str, str] | None = None,
+    systems: Systems | None = None,
 ) -> dict[str, Any]:
     """Run AlphaZero training; returns the summary (also written to `summary.json`).
 
@@ -665,6 +654,8 @@ def train_alphazero(
             no arguments returning that part, for parts the run directory cannot record by
             itself (see `turbozero.alphazero.rebuild`); with it, `turbozero eval`, `play` and
             `train --resume` rebuild the run's parts.
+        systems: a cache of compiled systems the caller keeps across runs in one process (a
+            sweep, a test suite: `turbozero.alphazero.Systems`); None builds them for this run.
 
     Raises:
         RunInUseError: another training holds `run_dir` (a `FileExistsError`).
@@ -690,7 +681,7 @@ def train_alphazero(
     # devices, the evaluation opponents) is built before the run directory is, so a refused
     # setting leaves nothing behind that would block the corrected command.
     sharder = Sharder(config)
-    az = make_alphazero(config, **(parts or {}), mesh=sharder.mesh)
+    az = make_alphazero(config, **(parts or {}), mesh=sharder.mesh, systems=systems)
     recipes = record_parts(parts or {}, rebuild, describe_parts)
     if not resume:
         config.check_new_run(az.env.num_players)
@@ -705,7 +696,7 @@ def train_alphazero(
         check_fits_in_memory(
             copies * pytree_bytes(state_shape) + reanalysis_tree_bytes(config, az), what
         )
-    algorithm = _AlphaZeroRun(config, az, sharder, state_shape, parts or {}, recipes)
+    algorithm = _AlphaZeroRun(config, az, sharder, state_shape, parts or {}, recipes, systems)
     if check_memory:  # (an evaluation's matches are played beside the training state)
         check_fits_in_memory(
             pytree_bytes(state_shape) + algorithm.evaluator.memory_bytes(),

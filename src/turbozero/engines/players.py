@@ -14,7 +14,6 @@ import dataclasses
 import shlex
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -107,29 +106,30 @@ class TurnPlanner:
         return actions, values
 
 
-_PLANNERS: dict[str, TurnPlanner] = {}
+def make_planner(spec: str) -> TurnPlanner:
+    """A planner for a built-in engine spec (`pubeval` or `gnubg:PLY`): each agent owns its own
+    (its plan book is the engine's memory of the turn it is playing).
 
-
-def planner(spec: str) -> TurnPlanner:
-    """The process's planner for an engine spec (`pubeval`, `gnubg:PLY`, or the name given to
-    `chooser_agent`), made once."""
-    if spec not in _PLANNERS:
-        if spec == "pubeval":
-            _PLANNERS[spec] = TurnPlanner(pubeval_chooser)
-        elif spec.startswith("gnubg:"):
-            _PLANNERS[spec] = TurnPlanner(gnubg_chooser(int(spec.split(":")[1])))
-        else:
-            raise ValueError(f"no engine {spec!r}: pubeval, gnubg:PLY or a chooser_agent's name")
-    return _PLANNERS[spec]
+    Raises:
+        ValueError: `spec` names no built-in engine.
+        MissingExtraError: `gnubg:PLY` without the `engines` extra.
+    """
+    if spec == "pubeval":
+        return TurnPlanner(pubeval_chooser)
+    if spec.startswith("gnubg:") and is_digits(spec.split(":")[1]):
+        return TurnPlanner(gnubg_chooser(int(spec.split(":")[1])))
+    raise ValueError(f"no engine {spec!r}: pubeval or gnubg:PLY (or your own, `chooser_agent`)")
 
 
 @dataclasses.dataclass(frozen=True)
 class BackgammonEnginePolicy:
-    """An engine's move (`spec`: `pubeval` or `gnubg:PLY`); `weights` one-hot on it, `value` the
-    engine's equity for the mover (0 for pubeval, which has none)."""
+    """An engine's move (`spec`: `pubeval`, `gnubg:PLY` or a `chooser_agent`'s name, planned by
+    its own `planner`); `weights` one-hot on it, `value` the engine's equity for the mover (0 for
+    pubeval, which has none)."""
 
     env: Env
     spec: str
+    planner: TurnPlanner
 
     @property
     def needs_main_thread(self) -> bool:
@@ -144,7 +144,7 @@ class BackgammonEnginePolicy:
             jax.ShapeDtypeStruct((batch,), jnp.float32),
         )
         action, value = jax.pure_callback(
-            planner(self.spec).batch,
+            self.planner.batch,
             specs,
             states._board,
             states._playable_dice,
@@ -167,8 +167,8 @@ def chooser_agent(env: Env, choose: Chooser, *, name: str) -> Agent:
     """
     if name == "pubeval" or name.startswith("gnubg:"):
         raise ValueError(f"{name!r} is a built-in engine's name; give yours another")
-    _PLANNERS[name] = TurnPlanner(choose)
-    return backgammon_engine_agent(env, name)
+    _check_backgammon(env, name)
+    return make_agent(BackgammonEnginePolicy(env, name, TurnPlanner(choose)), None, name=name)
 
 
 def backgammon_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
@@ -178,37 +178,37 @@ def backgammon_engine_agent(env: Env, spec: str, *, name: str | None = None) -> 
         ValueError: `env` is not pgx's backgammon.
         MissingExtraError: `gnubg:PLY` without the `engines` extra.
     """
+    _check_backgammon(env, spec)
+    planner = make_planner(spec)  # (a missing gnubg is named here, not inside a compiled match)
+    return make_agent(BackgammonEnginePolicy(env, spec, planner), None, name=name or spec)
+
+
+def _check_backgammon(env: Env, spec: str) -> None:
     if not is_backgammon(env.name) or env.num_actions != NUM_ACTIONS:
         raise ValueError(f"{spec} plays backgammon only, not {env.name!r}")
-    planner(spec)  # (a missing gnubg is named here, not inside a compiled match)
-    return make_agent(BackgammonEnginePolicy(env, spec), None, name=name or spec)
 
 
 # ------------------------------------------------------------------------------ Go over GTP
 
-_GO_ENGINES: dict[tuple[str, int], Any] = {}
 
-
-def go_engine(spec: str, size: int) -> Any:
-    """The process's GTP engine for `spec` (`gnugo:LEVEL` or `gtp:COMMAND`) on a `size` board,
-    made once (a FileNotFoundError in one line if its program is missing); its process starts
-    at its first move and ends with the process (`turbozero.io.outside.end_all`)."""
-    engine = _GO_ENGINES.get((spec, size))
-    if engine is None or engine.closed:
-        kind, _, rest = spec.partition(":")
-        command = gnugo_command(int(rest)) if kind == "gnugo" else shlex.split(rest)
-        engine = _GO_ENGINES[(spec, size)] = GTPEngine(command, size, name=spec)
-    return engine
+def go_engine(spec: str, size: int) -> GTPEngine:
+    """A GTP engine for `spec` (`gnugo:LEVEL` or `gtp:COMMAND`) on a `size` board, owned by the
+    agent made with it (`go_engine_agent`); its process starts at its first move and ends when
+    the engine is closed or with the process (`turbozero.io.outside.end_all`)."""
+    kind, _, rest = spec.partition(":")
+    command = gnugo_command(int(rest)) if kind == "gnugo" else shlex.split(rest)
+    return GTPEngine(command, size, name=spec)
 
 
 @dataclasses.dataclass(frozen=True)
 class GoEnginePolicy:
-    """A GTP engine's move in pgx's Go (`spec`: `gnugo:LEVEL` or `gtp:COMMAND`); `weights`
-    one-hot on it, `value` 0 (GTP gives none)."""
+    """A GTP engine's move in pgx's Go (`spec`: `gnugo:LEVEL` or `gtp:COMMAND`, played by its
+    own `engine`); `weights` one-hot on it, `value` 0 (GTP gives none)."""
 
     env: Env
     spec: str
     size: int
+    engine: GTPEngine
 
     @property
     def needs_main_thread(self) -> bool:
@@ -217,7 +217,7 @@ class GoEnginePolicy:
         return True
 
     def moves(self, boards: np.ndarray, steps: np.ndarray, legal: np.ndarray, done: np.ndarray):
-        engine = go_engine(self.spec, self.size)
+        engine = self.engine
         actions = np.full(boards.shape[0], self.size * self.size, np.int32)  # pass
         for i in range(boards.shape[0]):
             if not done[i]:
@@ -252,8 +252,8 @@ def go_engine_agent(env: Env, spec: str, *, name: str | None = None) -> Agent:
     size = round((env.num_actions - 1) ** 0.5)
     if game is None or "gtp" not in game.engines or size * size + 1 != env.num_actions:
         raise ValueError(f"{spec} plays Go only, not {env.name!r}")
-    go_engine(spec, size)  # (a missing program is named here, not inside a compiled match)
-    return make_agent(GoEnginePolicy(env, spec, size), None, name=name or spec)
+    engine = go_engine(spec, size)  # (a missing program is named here, not in a compiled match)
+    return make_agent(GoEnginePolicy(env, spec, size, engine), None, name=name or spec)
 
 
 # ------------------------------------------------------------------- the engines as opponents

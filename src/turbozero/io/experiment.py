@@ -43,6 +43,7 @@ from turbozero.config import resolve_config
 from turbozero.gamespec import Judge, game_module_of, game_spec
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger, check_logging_extras
+from turbozero.io.migrations import FORMAT_VERSION
 from turbozero.io.plots import plot_run
 from turbozero.io.resources import check_fits_in_memory
 from turbozero.io.rundir import RunDir
@@ -214,7 +215,12 @@ def open_run_dir(
     with settings it may not change or with other parts (`Algorithm.record`)."""
     config = algorithm.config
     if not resume:
-        record = {"algorithm": algorithm.name, "preset": preset, "config": config.to_dict()}
+        record = {
+            "format": FORMAT_VERSION,
+            "algorithm": algorithm.name,
+            "preset": preset,
+            "config": config.to_dict(),
+        }
         module = game_module_of(str(getattr(config, "env", "")))
         if module is not None:  # (a game of one's own: eval, play and --resume import it)
             record["game_module"] = module
@@ -226,7 +232,7 @@ def open_run_dir(
     rd.create(resume=True)
     cleanup.enter_context(rd.lock())
     saved = rd.read_config(algorithm.name)
-    diff = type(config).from_record(saved["config"]).diff(config)
+    diff = type(config).from_dict(saved["config"]).diff(config)
     refused = {k: v for k, v in diff.items() if k not in algorithm.resume_may_change}
     if refused:
         notes = "".join(f" ({why})" for k, why in algorithm.resume_notes.items() if k in refused)
@@ -670,7 +676,7 @@ def read_run_config(run: RunDir, name: str) -> tuple[Any, str | None]:
         ValueError: the run is another algorithm's.
     """
     saved = run.read_config(name)
-    return algorithm(name).config_class().from_record(saved["config"]), saved.get("preset")
+    return algorithm(name).config_class().from_dict(saved["config"]), saved.get("preset")
 
 
 def train_in_one_process(

@@ -34,6 +34,7 @@ from turbozero.io.errors import (
     RunPathError,
     UntrustedRunError,
 )
+from turbozero.io.migrations import migrate
 from turbozero.validate import is_digits
 
 #: files a run writes in place (appended to, or truncated and rewritten) rather than replaces
@@ -263,12 +264,14 @@ class RunDir:
     def read_config(self, algorithm: str | None = None) -> dict[str, Any]:
         """The run's `config.json`: an object naming a registered algorithm
         (`turbozero.algorithms`; exactly `algorithm` when given) and holding its `config` object
-        (and, if any, a `parts` object).
+        (and, if any, a `parts` object), in today's format (`turbozero.io.migrations.migrate`:
+        a run written by an older turbozero is read as it ran).
 
         Raises:
             FileNotFoundError: no config.json.
             DamagedRunError: config.json is not such an object (hand-edited or cut short).
             ValueError: it names another algorithm than `algorithm`.
+            ConfigError: the run used a setting this version removed (`migrate`).
         """
         if not self.is_run():
             raise FileNotFoundError(f"{str(self.path)!r} is not a run directory (no config.json)")
@@ -292,7 +295,7 @@ class RunDir:
             raise DamagedRunError(f"{self.config_path} holds a 'parts' entry that is no object")
         if algorithm is not None and name != algorithm:
             raise ValueError(f"{self.path} is a {name!r} run, not {algorithm!r}")
-        return saved
+        return migrate(saved, where=str(self.config_path))
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one JSON object (must hold epoch, env_steps, wall_seconds) to metrics.jsonl."""

@@ -8,7 +8,6 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from turbozero.nets.lines import line_features
-from turbozero.struct import ADDED_LATER
 from turbozero.types import Array
 from turbozero.validate import check_count
 
@@ -41,7 +40,7 @@ class AZResnetConfig:
     value_bins: int = 0
     bounded_value: bool = True
     model_type: str = "resnet"
-    line_length: int = dataclasses.field(default=0, metadata=ADDED_LATER)
+    line_length: int = 0
 
     def __post_init__(self) -> None:
         check_count("policy_head_out_size", self.policy_head_out_size, low=1)

@@ -11,10 +11,8 @@ import dataclasses
 
 from turbozero.config import (
     INT32_MAX,
-    SEED_MAX,
-    SEED_MIN,
-    Config,
     ConfigError,
+    RunSettings,
     check_choice,
     check_range,
     register_preset,
@@ -29,12 +27,12 @@ ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(Config):
-    """Hyperparameters of PPO (see the field comments; ranges are checked in `validate`)."""
+class PPOConfig(RunSettings):
+    """Hyperparameters of PPO (see the field comments; ranges are checked in `validate`); the
+    run settings are the shared group's (`RunSettings`)."""
 
     env: str = "gymnax:CartPole-v1"  # environment id for `turbozero.envs.make`
     one_hot_observations: bool = False  # jumanji: small integer fields as one-hot flags
-    seed: int = 0
     num_seeds: int = 1  # independent agents trained in parallel (vmap) by `train_ppo`
     # Scale.
     num_envs: int = 4  # parallel environments per seed (per device)
@@ -81,12 +79,6 @@ class PPOConfig(Config):
     eval_greedy: bool = True  # mode of the policy (True) or samples (False)
     eval_max_steps: int = 1000  # an evaluation episode is cut after this many steps
     absolute_eval_factor: int = 10  # the best params are re-evaluated with this many x episodes
-    # Checkpoints (orbax, in RUN/checkpoints; `train_ppo(..., resume=True)` continues exactly).
-    checkpoint_every: int = 1  # save after every this many evaluations (and at the end)
-    keep_checkpoints: int | None = 3  # newest checkpoints kept; None keeps all
-    # Logging (metrics.jsonl always).
-    tensorboard: bool = False  # also RUN/tensorboard events (the [tensorboard] extra)
-    wandb_project: str | None = None  # also log to W&B (the [wandb] extra)
 
     def validate(self) -> None:
         if not isinstance(self.env, str) or not self.env:
@@ -96,7 +88,7 @@ class PPOConfig(Config):
                 f"one_hot_observations is for jumanji's environments ('jumanji:...'), not "
                 f"{self.env!r}"
             )
-        check_range("seed", self.seed, low=SEED_MIN, high=SEED_MAX)
+        super().validate()  # (the run group)
         check_range("num_seeds", self.num_seeds, low=1)
         for name in (
             "num_envs",
@@ -111,15 +103,6 @@ class PPOConfig(Config):
         ):
             check_range(name, getattr(self, name), low=1)
         check_range("obs_norm_warmup_steps", self.obs_norm_warmup_steps, low=0)
-        check_range("checkpoint_every", self.checkpoint_every, low=1)
-        if self.keep_checkpoints is not None:
-            check_range("keep_checkpoints", self.keep_checkpoints, low=1)
-        if self.wandb_project is not None and (
-            not isinstance(self.wandb_project, str) or not self.wandb_project
-        ):
-            raise ConfigError(
-                f"wandb_project must be a non-empty name or None, got {self.wandb_project!r}"
-            )
         batch = self.num_envs * self.rollout_length
         if batch % self.num_minibatches:
             raise ConfigError(

@@ -32,8 +32,9 @@ from turbozero.ppo.learner import (
 )
 
 ALGORITHM = "ppo"
-#: settings a resumed PPO run may change (where it logs; its length spans the LR schedule)
-RESUME_MAY_CHANGE = ("tensorboard", "wandb_project")
+#: settings a resumed PPO run may change, from its groups: where it logs (its length spans the
+#: LR schedule)
+RESUME_MAY_CHANGE = PPOConfig.resume_may_change()
 __all__ = ["CheckpointState", "abstract_checkpoint", "train_ppo"]
 
 

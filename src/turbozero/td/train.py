@@ -32,14 +32,9 @@ from turbozero.td.learner import (
 )
 
 ALGORITHM = "td"
-#: settings a resumed TD run may change: where it stops and logs, and its evaluation's size and
-#: schedule (its run and eval groups but the game, the seed and the opponents, whose first
-#: one's points rank the best network)
-RESUME_MAY_CHANGE = tuple(
-    name
-    for name in TDConfig.GROUPS["run"] + TDConfig.GROUPS["eval"]
-    if name not in ("env", "seed", "eval_opponents")
-)
+#: settings a resumed TD run may change, from its groups (`TDConfig.RESUME_MAY_CHANGE` and the
+#: shared ones'): where it stops and logs, its checkpoints, and its evaluation's size and schedule
+RESUME_MAY_CHANGE = TDConfig.resume_may_change()
 
 
 class TDRun(RunHooks):

@@ -123,11 +123,15 @@ def test_a_one_player_epoch_line_shows_the_network_alone_and_2048s_tiles():
         "loss": 4.3,
         "eval/return": 3415.75,
         "eval/network/return": 1531.44,
-        "eval/max_tile": 270.0,
+        "eval/max_tile/mean": 270.0,
         "eval/max_tile/max": 1024.0,
+        "eval/reached_2048/mean": 0.125,
     }
     line = epoch_line(row, 100, None)
-    assert line == "Epoch 25/100: loss=4.3 return=3416 network/return=1531 max_tile=270"
+    assert line == (
+        "Epoch 25/100: loss=4.3 return=3416 network/return=1531 max_tile/mean=270 "
+        "reached_2048/mean=0.125"
+    )
 
 
 def test_time_left_follows_the_pace_leaves_out_compiling_and_keeps_the_wall_clock_budget(tmp_path):
@@ -144,6 +148,27 @@ def test_time_left_follows_the_pace_leaves_out_compiling_and_keeps_the_wall_cloc
         rd, total_epochs=100, progress=False, config=AlphaZeroConfig(max_wall_seconds=60.0)
     )
     assert budget.seconds_left({"epoch": 10, "wall_seconds": 50.0}) == 10.0
+
+
+def test_time_left_counts_the_evaluations_still_due_at_their_measured_cost(tmp_path, capsys):
+    """Tic-tac-toe's time left jumped from 0:18 to 3:02 at the first evaluation: the pace left
+    the evaluations out. Now the lines before the first one say how many are still due, and
+    from it on each still due is counted at the evaluations' mean cost."""
+    rd = RunDir(tmp_path / "run").create()
+    config = AlphaZeroConfig(num_epochs=80, eval_every=10)
+    with MetricsLogger(rd, total_epochs=80, progress=False, config=config) as log:
+        assert log.evaluations_after(0) == 8 and log.evaluations_after(75) == 1
+        log.epoch({"epoch": 1, "env_steps": 1, "wall_seconds": 1.0})
+        assert "| 0:01:19 left + 8 evaluations" in capsys.readouterr().out
+        for epoch in range(2, 10):
+            log.epoch({"epoch": epoch, "env_steps": epoch, "wall_seconds": float(epoch)})
+        capsys.readouterr()
+        # the first evaluation took 20 s: 70 epochs at 1 s and 7 evaluations at 20 s remain
+        log.epoch({"epoch": 10, "env_steps": 10, "wall_seconds": 30.0, "eval_seconds": 20.0})
+        assert capsys.readouterr().out.rstrip().endswith("| 0:03:30 left")
+    odd = MetricsLogger(rd, total_epochs=25, progress=False, config=config)
+    assert odd.evaluations_after(0) == 3 and odd.evaluations_after(20) == 1  # (and the last)
+    assert odd.evaluations_after(25) == 0
 
 
 def test_a_stopped_run_says_how_to_resume(tmp_path, capsys):

@@ -71,11 +71,12 @@ def test_an_evaluation_setting_is_refused_alike_by_alphazero_and_td(setting, say
 def test_what_a_resume_may_change_follows_from_the_groups():
     shared = {"tensorboard", "wandb_project"}
     stops = {"num_epochs", "max_wall_seconds"}
+    records = {"eval_record_games"}  # (the evaluation group's)
     assert set(PPOConfig.resume_may_change()) == shared
-    assert set(AlphaZeroConfig.resume_may_change()) == (
-        shared | stops | {"eval_record_games", "eval_share"}
+    assert set(AlphaZeroConfig.resume_may_change()) == (shared | stops | records | {"eval_share"})
+    assert set(TDConfig.resume_may_change()) == (
+        shared | stops | records | set(TDConfig.RESUME_MAY_CHANGE)
     )
-    assert set(TDConfig.resume_may_change()) == shared | stops | set(TDConfig.RESUME_MAY_CHANGE)
     for cls in CONFIGS:  # (each names a setting of its config)
         assert set(cls.resume_may_change()) <= _names(cls)
     # the runner's hooks use them

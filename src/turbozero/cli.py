@@ -251,6 +251,7 @@ def cmd_play(args: argparse.Namespace) -> int:
             open_browser=not args.no_browser,
             which=args.which,
             trust=args.trust_run,
+            seed=args.seed,
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -465,7 +466,7 @@ def _add_play(sub: Any) -> None:
     pl.add_argument(
         "run_dir",
         nargs="?",
-        help="a trained run, AlphaZero or PPO (or a checkpoint step in it); or --engine",
+        help="a trained run of any algorithm (or a checkpoint step in it); or --engine",
     )
     pl.add_argument(
         "--engine",
@@ -488,9 +489,9 @@ def _add_play(sub: Any) -> None:
     pl.add_argument(
         "--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; busy: a free one)"
     )
-    pl.add_argument(
-        "--no-browser", action="store_true", dest="no_browser", help="only print the URL"
-    )
+    pl.add_argument("--no-browser", action="store_true", dest="no_browser", help="print the URL")
+    seed_help = "fixes the dice, tiles and the agent's sampling (default: new each start)"
+    pl.add_argument("--seed", type=int, default=None, help=seed_help)
     pl.add_argument(
         "--which", default="best", choices=["best", "latest"], help="as for eval (default best)"
     )

@@ -42,9 +42,9 @@ def run_2048(tmp_path_factory):
 def test_a_2048_evaluation_reports_the_tiles_of_its_games(run_2048):
     row = RunDir(run_2048).read_metrics()[-1]
     for name in ("max_tile", "reached_1024", "reached_2048"):
-        assert f"eval/{name}" in row and f"eval/{name}/max" in row
-    assert 4 <= row["eval/max_tile"] <= row["eval/max_tile/max"]
-    assert row["eval/reached_2048"] <= row["eval/reached_1024"] <= 1
+        assert f"eval/{name}/mean" in row and f"eval/{name}/max" in row
+    assert 4 <= row["eval/max_tile/mean"] <= row["eval/max_tile/max"]
+    assert row["eval/reached_2048/mean"] <= row["eval/reached_1024/mean"] <= 1
 
 
 def test_an_agent_loaded_from_a_chance_run_has_two_nodes_per_simulation(run_2048):

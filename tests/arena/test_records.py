@@ -149,6 +149,12 @@ def test_records_page_shows_results_named_moves_and_every_position(tic_tac_toe, 
         # moves named as on the play page (a1..c3), never as raw action ids
         named = re.findall(r"plays ([a-c][1-3])</figcaption>", section)
         assert len(named) == n and "action " not in section
+        # whose seat is whose, and the columns' and rows' names the moves are given in
+        assert re.search(r"\((first|second)\) vs random \((first|second)\): ", section)
+        svg = section[section.index("<svg") : section.index("</svg>")]
+        labels = re.findall(r"fill='#6b7383'>([^<]+)</text>", svg)
+        assert sorted(labels) == ["1", "2", "3", "a", "b", "c"]
+    assert re.search(r"\bol\{[^}]*max-height", page) is None  # (the whole move list shows)
     assert page.count("viewBox") == page.count("<svg")  # every board scales to its frame
     assert "<script>" in page and "http" not in page.replace("http://www.w3.org", "")
 

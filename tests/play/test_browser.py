@@ -182,8 +182,13 @@ def test_backgammon_in_the_browser_moves_from_the_list_and_shows_the_dice(
     labels = re.findall(r'<text[^>]*class="board-label"[^>]*>([^<]*)</text>', dom)
     assert len(labels) == 26 and sorted(labels[24:]) == ["the agent's off", "your checkers off"]
     assert "numbered from its own side" in dom  # the agent's moves are written from its side
-    # the agent's last turn drawn as arrows, one per checker it moved
-    assert len(re.findall(r'<line[^>]*class="agent-arrow"', dom)) == len(state["agent_arrows"])
+    # the agent's last turn drawn as arrows with heads, one per checker move, numbered in order
+    arrows = re.findall(r'<path[^>]*class="agent-arrow"', dom)
+    assert len(arrows) == len(state["agent_arrows"])
+    assert all('marker-end="url(#agent-head)"' in a for a in arrows)
+    order = re.findall(r'<text[^>]*class="agent-arrow-order"[^>]*>([^<]*)</text>', dom)
+    assert order == [str(i + 1) for i in range(len(arrows))]
+    assert all('paint-order="stroke"' in t for t in re.findall(r"<text[^>]*board-label", dom))
     last_agent = [h for h in _last_run(state["history"], "agent") if h["label"] != PASS]
     assert len(state["agent_arrows"]) == len(last_agent)
     final, _ = replay_outcomes(game, state["history"])

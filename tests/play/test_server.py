@@ -163,6 +163,7 @@ def test_a_legal_move_gets_a_legal_agent_reply_with_value_and_top_moves(served):
     reply = state["reply"]
     assert reply["action"] == agent["action"] and -1.0 <= reply["value"] <= 1.0
     assert reply["searched"] is True  # (the page heads its weights "search weight")
+    assert reply["value_unit"] == "outcome"  # (-1 loses, +1 wins)
     weights = [t["weight"] for t in reply["top"]]
     assert weights == sorted(weights, reverse=True) and sum(weights) <= 1.0 + 1e-5
     assert {t["action"] for t in reply["top"]} <= set(before["legal"]) - {4}
@@ -525,3 +526,18 @@ def test_a_result_says_the_points_won_where_a_game_scores_more_than_one():
     assert result_text(2.0, -2.0) == ("human", "You win (2 points)!")
     assert result_text(-3.0, 3.0) == ("agent", "The agent wins (3 points).")
     assert result_text(0.0, 0.0) == ("draw", "Draw.")
+
+
+def test_a_play_session_deals_new_dice_each_start_unless_given_a_seed(capsys):
+    """Without `--seed` each start draws its own (said on the ready line); a seed outside
+    [0, 2**31) is refused by name before anything loads."""
+    from turbozero.cli import main
+    from turbozero.play.server import serve
+    from turbozero.play.session import fresh_seed
+
+    seeds = {fresh_seed() for _ in range(8)}
+    assert len(seeds) > 1 and all(0 <= s < 2**31 for s in seeds)
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\*\*31 - 1\]"):
+        serve(None, engine="random", game_id="tic_tac_toe", seed=-1)
+    code = main(["play", "--engine", "random", "--game", "tic_tac_toe", "--seed", "-1"])
+    assert code != 0 and "--seed" in capsys.readouterr().err

@@ -59,7 +59,7 @@ def _assert_trees_equal(a, b):
 
 
 def _same_rows(a, b):
-    drop = ("wall_seconds", "env_steps_per_s", "compile_seconds")
+    drop = ("wall_seconds", "env_steps_per_s", "compile_seconds", "eval_seconds")
     return [{k: v for k, v in r.items() if k not in drop} for r in a] == [
         {k: v for k, v in r.items() if k not in drop} for r in b
     ]

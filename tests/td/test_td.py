@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -189,6 +190,24 @@ def test_a_run_logs_its_evaluations_and_loads_as_an_agent(runs):
         turbozero.load_agent(full, 8)
 
 
+def test_a_run_writes_the_records_of_its_last_evaluations_games(runs):
+    """As AlphaZero's runs do: RUN/games/latest.html holds `eval_record_games` games against
+    each opponent, their seats and colours named, the points numbered from the agent's side."""
+    full, _ = runs
+    page = (full / "games" / "latest.html").read_text()
+    sections = page.split("<section class='game'>")[1:]
+    assert len(sections) == TINY.eval_record_games * len(TINY.eval_opponents)
+    assert "<h2>vs pubeval (" in page
+    from turbozero.arena.records import packed_frames
+
+    for section in sections:
+        frames = packed_frames(section)  # (a long game's boards are sent compressed)
+        assert "<svg" in section if frames is None else all("<svg" in f[1] for f in frames)
+        title = section[section.index("<h3>") + 4 : section.index("</h3>")]
+        seat = r"\((first|second), (black|white)\)"
+        assert re.search(rf"^td\S* {seat} vs pubeval {seat}: ", title), title
+
+
 def test_the_cli_trains_and_evaluates_a_td_run(runs, tmp_path, capsys):
     from turbozero.cli import main
 
@@ -211,6 +230,8 @@ def test_a_td_run_is_played_on_the_play_page(runs):
     state = game.snapshot()
     assert state["to_move"] == "human" and len(state["history"]) >= 1
     assert all(h["by"] == "agent" for h in state["history"])
+    # its value is the points it expects (the page says so), from its policy, not a search
+    assert state["reply"]["value_unit"] == "points" and state["reply"]["searched"] is False
     game.move(state["legal"][0])
 
 

@@ -172,8 +172,8 @@ class AlphaZeroConfig(EvalSettings, EpochSettings):
     AlphaZero's own."""
 
     #: what a resumed run may change beside the shared groups' (`Config.resume_may_change`):
-    #: what its evaluations draw and how much of the clock they may take
-    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("eval_record_games", "eval_share")
+    #: how much of the clock its evaluations may take
+    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("eval_share",)
     #: the opponents a run plays from itself: its best network so far, its network unsearched
     OWN_OPPONENTS: ClassVar[tuple[str, ...]] = ("best", "network")
 
@@ -269,7 +269,6 @@ class AlphaZeroConfig(EvalSettings, EpochSettings):
     eval_share: float = 0.0  # at most this share of the wall clock evaluating; 0: no limit
     # simulations at play (evaluations, eval, play); 0: self-play's; None: 4x self-play's
     eval_simulations: int | None = None
-    eval_record_games: int = 2  # games per opponent drawn in RUN/games/latest.html (0: none)
     eval_opening_moves: int = 0  # random opening moves in evaluation games (diversity)
     eval_network_opening_moves: int = 4  # at least this many in network vs network games
     elo_pool_size: int = 0  # 0: off; else past evaluated networks kept as Elo opponents
@@ -322,7 +321,6 @@ class AlphaZeroConfig(EvalSettings, EpochSettings):
         if self.eval_simulations is not None:
             check_range("eval_simulations", self.eval_simulations, low=0, high=MAX_NODES - 1)
         check_range("eval_opening_moves", self.eval_opening_moves, low=0)
-        check_range("eval_record_games", self.eval_record_games, low=0, high=64)
         check_range("eval_network_opening_moves", self.eval_network_opening_moves, low=0)
         check_range("elo_pool_size", self.elo_pool_size, low=0)
         check_range("elo_games_per_opponent", self.elo_games_per_opponent, low=2)

@@ -35,7 +35,7 @@ from turbozero.arena import (
 from turbozero.arena.agents import random_agent
 from turbozero.arena.match import match_memory_bytes, match_row
 from turbozero.arena.opponents import make_opponent
-from turbozero.arena.records import records_page
+from turbozero.arena.records import records_page, write_records
 from turbozero.envs.core import Env
 from turbozero.gamespec import Judge, game_spec
 from turbozero.types import Params, PRNGKey
@@ -175,8 +175,8 @@ class Evaluator:
             r = self._match(current, None, key, cfg.eval_games)
             out["eval/return"] = float(r.mean_return_a)
             out["eval/score"] = float(r.mean_return_a)
-            for name, values in r.stats.items():
-                out[f"eval/{name}"] = float(values.mean())
+            for name, values in r.stats.items():  # (the game's figures: 2048's largest tile)
+                out[f"eval/{name}/mean"] = float(values.mean())
                 out[f"eval/{name}/max"] = float(values.max())
             records["solo"] = r
             network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
@@ -248,8 +248,7 @@ class Evaluator:
             self._update_best(params, me, fixed, vs_best, ratings)
         if games_dir is not None and records and env.render_svg and cfg.eval_record_games:
             page = records_page(env, records, cfg.eval_record_games, f"{env.name}: {me}")
-            games_dir.mkdir(parents=True, exist_ok=True)
-            (games_dir / "latest.html").write_text(page)
+            write_records(games_dir, page)
         return out
 
     def _update_best(

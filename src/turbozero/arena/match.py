@@ -175,17 +175,28 @@ def play_opponents(
     games: int,
     judge: Any = None,
     positions: Any = None,
-) -> dict[str, float]:
-    """An evaluation's metric row: `agent` against each of `opponents` (`games` games each,
-    colours alternating; `match_row` with points), and the `judge`'s move-quality figures on
-    `positions` where both are given (`turbozero.gamespec.Judge`)."""
+    max_steps: int | None = None,
+) -> tuple[dict[str, float], dict[str, MatchResult]]:
+    """An evaluation: `agent` against each of `opponents` (`games` games each, colours
+    alternating; cut off after `max_steps` moves, which records the moves for `records_page`),
+    and the `judge`'s move-quality figures on `positions` where both are given
+    (`turbozero.gamespec.Judge`).
+
+    Returns:
+        The metric row (`match_row` with points, and the judge's figures) and each opponent's
+        `MatchResult` (for the game records, `records_page`).
+    """
     row: dict[str, float] = {}
+    results: dict[str, MatchResult] = {}
     for i, (name, opponent) in enumerate(opponents.items()):
-        result = play_match(env, agent, opponent, jax.random.fold_in(key, i), num_games=games)
+        result = play_match(
+            env, agent, opponent, jax.random.fold_in(key, i), num_games=games, max_steps=max_steps
+        )
         row.update(match_row(name, result, points=True))
+        results[name] = result
     if judge is not None and positions is not None:
         row.update(judge.measure(env, agent, positions, jax.random.fold_in(key, 1000)))
-    return row
+    return row, results
 
 
 def wilson_interval(successes: float, n: int, *, z: float = Z95) -> tuple[float, float]:

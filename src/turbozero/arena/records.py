@@ -9,6 +9,7 @@ import html
 import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -18,7 +19,7 @@ import numpy as np
 from turbozero.arena.match import MatchResult
 from turbozero.envs.chance import step_with_outcome
 from turbozero.envs.core import Env
-from turbozero.gamespec import colour_and_points, move_label, outcome_label
+from turbozero.gamespec import colour_and_points, coordinate_labels, move_label, outcome_label
 from turbozero.types import PyTree
 
 
@@ -156,7 +157,7 @@ justify-content:center;overflow:hidden;background:#fff}
 .frame svg{max-width:100%;max-height:100%;width:100%;height:auto}
 .js figure{display:none} .js figure.now{display:block}
 figure{margin:0} figcaption{font-size:13px;color:#555;margin:4px 0}
-ol{font-size:13px;padding-left:22px;margin:6px 0;max-height:9em;overflow:auto}
+ol{font-size:13px;padding-left:28px;margin:6px 0}
 li.now{font-weight:bold} button{margin-right:4px}
 """
 
@@ -197,13 +198,15 @@ Promise.all([...document.querySelectorAll('section.game')].map((game) =>
 
 def game_html(env: Env, result: MatchResult, game: int) -> str:
     """One game as an HTML section: its result, its moves by name (with the chance that fell
-    after each: 2048's new tile, backgammon's dice) and every position drawn; backgammon's
-    points numbered from agent A's side. A long game's drawings are compressed
-    (`FRAMES_INLINE_BYTES`)."""
+    after each: 2048's new tile, backgammon's dice) and every position drawn, with the names of
+    the board's columns and rows the moves are given in (`coordinate_labels`); both sides'
+    seats and colours in its title; backgammon's points numbered from agent A's side. A long
+    game's drawings are compressed (`FRAMES_INLINE_BYTES`)."""
     states, movers, outcomes = _replay_with_chance(env, result, game)
     actions = np.asarray(result.actions)[: len(movers), game]
     player_a = int(np.asarray(result.player_a)[game])
     a_colour, overlay = colour_and_points(env.name, states[0], player_a)
+    overlay = overlay + coordinate_labels(env.name)  # (the names the moves are given in)
     svgs = [_with_labels(fit_svg(s), overlay) for s in render_game_svgs(env, states)]
     names = [
         html.escape(result.name_a if m == player_a or not result.name_b else result.name_b)
@@ -219,10 +222,13 @@ def game_html(env: Env, result: MatchResult, game: int) -> str:
     moves = "".join(f"<li>{n}: {lab}</li>" for n, lab in zip(names, labels, strict=True))
     colour = f", {a_colour}" if a_colour else ""
     if result.name_b:
-        side = "first" if bool(result.a_first[game]) else "second"
+        a_first = bool(result.a_first[game])
+        side, other = ("first", "second") if a_first else ("second", "first")
+        b_colour, _ = colour_and_points(env.name, states[0], 1 - player_a)
+        other += f", {b_colour}" if b_colour else ""
         title = (
-            f"{html.escape(result.name_a)} ({side}{colour}) vs {html.escape(result.name_b)}: "
-            f"{game_outcome(result, game)} in {len(labels)} moves"
+            f"{html.escape(result.name_a)} ({side}{colour}) vs {html.escape(result.name_b)} "
+            f"({other}): {game_outcome(result, game)} in {len(labels)} moves"
         )
     else:
         title = f"{html.escape(result.name_a)}: {game_outcome(result, game)} in {len(labels)} moves"
@@ -286,6 +292,17 @@ def _with_labels(svg: str, labels: list[list[Any]]) -> str:
     )
     end = svg.rindex("</svg>")
     return svg[:end] + texts + svg[end:]
+
+
+def write_records(games_dir: Path, page: str) -> Path:
+    """Write an evaluation's records page as `games_dir/latest.html` (the folder made if need
+    be; the page replaced whole, so a reader never sees half of one); its path."""
+    games_dir.mkdir(parents=True, exist_ok=True)
+    target = games_dir / "latest.html"
+    partial = games_dir / ".latest.html.partial"
+    partial.write_text(page)
+    partial.replace(target)
+    return target
 
 
 def records_page(

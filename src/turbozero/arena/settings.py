@@ -24,18 +24,22 @@ class EvalSettings(Config):
 
     #: opponent names the algorithm itself plays (not parsed as opponents)
     OWN_OPPONENTS: ClassVar[tuple[str, ...]] = ()
+    #: a resumed run may draw more or fewer games (`Config.resume_may_change`)
+    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("eval_record_games",)
 
     eval_every: int = 1  # epochs between evaluations (and after the last)
     eval_games: int = 64  # per opponent, even: colours alternate
     eval_opponents: tuple[str, ...] = ("random",)  # opponent names (`turbozero eval --vs`)
     eval_accuracy: bool = False  # the moves judged by the game's solver or engine (its `Judge`)
     eval_accuracy_positions: int = 1000  # positions judged (a fixed, cached set)
+    eval_record_games: int = 2  # games per opponent drawn in RUN/games/latest.html (0: none)
 
     def validate(self) -> None:
         super().validate()
         env = str(getattr(self, "env", ""))
         check_range("eval_every", self.eval_every, low=1)
         check_range("eval_games", self.eval_games, low=2)
+        check_range("eval_record_games", self.eval_record_games, low=0, high=64)
         if self.eval_games % 2:
             raise ConfigError(f"eval_games must be even (sides are swapped), got {self.eval_games}")
         try:

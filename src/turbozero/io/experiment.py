@@ -623,8 +623,10 @@ class RunHooks:
         evaluation's (checkpoints and the summary hold it); no row after the others."""
         if not self.evaluation_due(epoch, out_of_time=out_of_time):
             return state, {}
+        start = time.perf_counter()
         state, self.eval_row = self.evaluation(state)
-        return state, self.eval_row
+        # (the row says what it cost: the time left counts the evaluations still due)
+        return state, {**self.eval_row, "eval_seconds": time.perf_counter() - start}
 
     def checkpoint(self, state: Any, epoch: int) -> tuple[Any, dict[str, Any]]:
         return state, self.saved_record(**self.progress(state, epoch))

@@ -26,9 +26,13 @@ SHOWN = (
     "eval/return",
     "eval/network/return",
     "eval/random/return",
-    "eval/max_tile",
     "elo",
 )
+
+
+def _is_stat_mean(key: str) -> bool:
+    """`eval/NAME/mean`: the mean over an evaluation's games of a figure the game reports."""
+    return key.startswith("eval/") and key.endswith("/mean") and key.count("/") == 2
 
 
 def _number(v: Any) -> str:
@@ -54,13 +58,21 @@ def accuracy_text(result: float, positions: int | None) -> str:
 
 
 def epoch_line(
-    row: dict[str, Any], total: int, seconds_left: float | None, judge: Judge | None = None
+    row: dict[str, Any],
+    total: int,
+    seconds_left: float | None,
+    judge: Judge | None = None,
+    *,
+    evaluations_unmeasured: int = 0,
 ) -> str:
     """One epoch as a line a person reads: `Epoch 14/80: loss=2.185 ... | vs random W/D/L
     100/0/0% | accuracy 99.96% (2 mistakes of 4,520; best move 71.8%) | 0:00:12 left`; `judge`
     (the game's) words its own figures (`Judge.log_text`)."""
     parts = [f"Epoch {row['epoch']}/{total}:"]
     parts += [f"{k.removeprefix('eval/')}={_number(row[k])}" for k in SHOWN if k in row]
+    # a game's own figures over the evaluation's games (`Env.episode_stats`): 2048's largest
+    # tile as `max_tile/mean=388`, said as the mean it is
+    parts += [f"{k[5:]}={_number(v)}" for k, v in row.items() if _is_stat_mean(k)]
     if "elo/games" in row:  # what the rating rests on (a 1-1 start reads as elo=0)
         parts.append(f"({int(row['elo/games'])} games)")
     if row.get("waiting_for_positions"):
@@ -82,7 +94,9 @@ def epoch_line(
     if judged:  # an engine's judgement (backgammon's gnubg), in its own words
         parts.append(f"| {judged}")
     if seconds_left is not None:
-        parts.append(f"| {_clock(seconds_left)} left")
+        more = evaluations_unmeasured  # (due, their cost not known before the first one)
+        plus = f" + {more} evaluation{'s' if more > 1 else ''}" if more else ""
+        parts.append(f"| {_clock(seconds_left)} left{plus}")
     return " ".join(parts)
 
 
@@ -124,8 +138,12 @@ class MetricsLogger:
         self.run_dir = run_dir
         self.total = total_epochs
         self.budget = float(getattr(config, "max_wall_seconds", 0.0) or 0.0)
+        #: epochs between evaluations (and one after the last): those still due cost time too
+        self.eval_every = max(1, int(getattr(config, "eval_every", 1) or 1))
         self._first: tuple[int, float] | None = None  # (epoch, wall_seconds) of this process's
         # first row: the rate since then estimates the time left
+        self._evals: list[float] = []  # this process's evaluations' seconds (rows' eval_seconds)
+        self._evaluated_since_first = 0.0  # seconds of evaluations after the first row
         self.progress_on = enabled and (sys.stdout.isatty() if progress is None else progress)
         self._progress: Any = None
         self._task: Any = None
@@ -199,25 +217,42 @@ class MetricsLogger:
     def seconds_left(self, row: dict[str, Any]) -> float | None:
         """Time to the last epoch at this process's pace, or to the wall-clock budget.
 
-        The first row's pace leaves out the one-off start it paid for (`startup_seconds`:
-        compiling and the warm-up moves; else `compile_seconds`), which the epochs after it do
-        not pay again; later rows use the pace since the first.
+        The pace leaves out the evaluations (a row's `eval_seconds`), which are added back at
+        their mean cost for each one still due (`evaluations_after`); the first row's pace also
+        leaves out the one-off start it paid for (`startup_seconds`: compiling and the warm-up
+        moves; else `compile_seconds`), which the epochs after it do not pay again; later rows
+        use the pace since the first. Call it once per row, in order.
         """
         epoch, wall = int(row["epoch"]), float(row.get("wall_seconds", 0.0))
+        evaluating = float(row.get("eval_seconds", 0.0))
+        if "eval_seconds" in row:
+            self._evals.append(evaluating)
         if self._first is None:
             self._first = (epoch, wall)
             once = row.get("startup_seconds", row.get("compile_seconds", 0.0))
-            working = max(0.0, wall - float(once))
+            working = max(0.0, wall - float(once) - evaluating)
             per_epoch = working / epoch if epoch else None  # (the first row: its own pace)
         else:
+            self._evaluated_since_first += evaluating
             done = epoch - self._first[0]
-            per_epoch = (wall - self._first[1]) / done if done > 0 else None
+            training = wall - self._first[1] - self._evaluated_since_first
+            per_epoch = max(0.0, training) / done if done > 0 else None
         if per_epoch is None:
             return None
         left = per_epoch * max(0, self.total - epoch)
+        if self._evals:
+            left += sum(self._evals) / len(self._evals) * self.evaluations_after(epoch)
         if self.budget:
             left = min(left, max(0.0, self.budget - wall))
         return left
+
+    def evaluations_after(self, epoch: int) -> int:
+        """The evaluations still due after `epoch`: every `eval_every` epochs and after the last
+        (one a run's schedule may skip, `eval_share`, is counted all the same)."""
+        if epoch >= self.total:
+            return 0
+        due = self.total // self.eval_every - epoch // self.eval_every
+        return due + (1 if self.total % self.eval_every else 0)
 
     def epoch(self, row: dict[str, Any]) -> None:
         if not self.enabled:
@@ -227,7 +262,10 @@ class MetricsLogger:
             self._progress.update(self._task, completed=row["epoch"])
             self._progress.console.print(epoch_line(row, self.total, None, self.judge))
         else:
-            print(epoch_line(row, self.total, self.seconds_left(row), self.judge), flush=True)
+            left = self.seconds_left(row)
+            unmeasured = 0 if self._evals else self.evaluations_after(int(row["epoch"]))
+            line = epoch_line(row, self.total, left, self.judge, evaluations_unmeasured=unmeasured)
+            print(line, flush=True)
         step = int(row.get("env_steps", row["epoch"]))
         numeric = {k: v for k, v in row.items() if isinstance(v, int | float)}
         if self._tb is None and self._tb_writer is not None:

@@ -45,7 +45,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 import turbozero
 from turbozero.io import outside
 from turbozero.io.main_thread import serve_main_thread
-from turbozero.play.session import Game, IllegalMoveError, engine_side
+from turbozero.play.session import Game, IllegalMoveError, engine_side, fresh_seed
 from turbozero.validate import is_digits
 
 HOST = "127.0.0.1"
@@ -501,13 +501,18 @@ def serve(
     trust: bool = False,
     engine: str | None = None,
     game_id: str | None = None,
+    seed: int | None = None,
 ) -> None:
     """Load the agent of run `path` and serve a game against it until interrupted (Ctrl-C);
     `trust` as for `turbozero.load_agent`. With `engine` and `game_id` instead of `path`, the
     engine (`engine_side`) takes the agent's seat; engines that must run on the main thread
-    (gnubg looking ahead) are served from it while the page runs on another."""
+    (gnubg looking ahead) are served from it while the page runs on another. `seed` fixes the
+    games' keys (the dice, the new tiles, the agent's sampling); None draws a new one each
+    start (`fresh_seed`), said on the ready line so that a session can be replayed."""
     import webbrowser
 
+    if seed is not None and not (isinstance(seed, int) and 0 <= seed < 2**31):
+        raise ValueError(f"seed must be an int in [0, 2**31 - 1] (--seed), got {seed!r}")
     if (path is None) == (engine is None) or (engine is None) != (game_id is None):
         raise ValueError("play a run directory, or an engine with its game (engine and game_id)")
     if engine is not None:
@@ -516,9 +521,10 @@ def serve(
         loaded = turbozero.load_agent(str(path), num_simulations, which=which, trust=trust)
     start = time.perf_counter()
     print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
+    seed = fresh_seed() if seed is None else seed
 
     def ready() -> Game:
-        game = Game(loaded, human_first=human_first)  # refuses games it cannot serve
+        game = Game(loaded, human_first=human_first, seed=seed)  # refuses games it cannot serve
         game.warm_up()
         return game
 
@@ -531,7 +537,10 @@ def serve(
     url = url_of(server)
     if port and server.server_address[1] != port:
         print(f"port {port} is in use: serving on {server.server_address[1]}", flush=True)
-    print(f"{game.agent_name} ready in {seconds:.1f} s: {url}  (Ctrl-C stops)", flush=True)
+    print(
+        f"{game.agent_name} ready in {seconds:.1f} s: {url}  (seed {seed}; Ctrl-C stops)",
+        flush=True,
+    )
     if open_browser:
         webbrowser.open(url)
     try:

@@ -13,6 +13,7 @@ split so that each outcome is known and shown as it falls (`turbozero.play.games
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -96,6 +97,12 @@ class EngineSide:
     name: str
 
 
+def fresh_seed() -> int:
+    """A new seed in [0, 2**31) from the operating system's randomness: a play session started
+    without one deals other dice and tiles than the last."""
+    return secrets.randbelow(2**31)
+
+
 def engine_side(game: str, engine: str) -> EngineSide:
     """The engine `engine` (an opponent name: `pubeval`, `gnubg:0`, `gnugo:1`, `gtp:COMMAND`,
     `mcts:N`, `random`, `perfect`) playing `game` (a registered game's id), for `Game`.
@@ -134,6 +141,9 @@ class Game:
         agent = getattr(loaded, "agent", None)
         #: whether the agent's move weights are a search's visits (else its policy's own)
         self.searches = runs_search(getattr(agent, "policy_fn", None))
+        #: what the agent's value measures: "points" (a TD agent's expected points a game), else
+        #: "outcome" (-1 loses, +1 wins; a one-player game's return)
+        self.value_unit = str(getattr(getattr(agent, "policy_fn", None), "value_unit", "outcome"))
         self._init = jax.jit(env.init)
         self._step = jax.jit(step_with_outcome(env))
         self._key = jax.random.PRNGKey(seed)
@@ -435,6 +445,7 @@ class Game:
             "value": float(out.value[0]),
             "seconds": round(seconds, 4),
             "searched": self.searches,
+            "value_unit": self.value_unit,
             "top": [
                 {
                     "action": a,

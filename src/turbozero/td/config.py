@@ -51,6 +51,7 @@ class TDConfig(EvalSettings, EpochSettings):
             "eval_opponents",
             "eval_accuracy",
             "eval_accuracy_positions",
+            "eval_record_games",
         ),
     }
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -292,6 +292,9 @@ class TDPolicy:
     """`policy_fn(params, states [B], key) -> AgentOutput` of a TD value network: in each state
     of the game's `Env` the first action of its play of highest equity (`TDRules.state_plays`),
     the `Env`'s no-move action where none is valid; `value` that equity. Hashed by identity."""
+
+    #: what `AgentOutput.value` measures, for the play page: the points the mover expects
+    value_unit: ClassVar[str] = "points"
 
     td: TD
     num_actions: int

@@ -11,6 +11,7 @@ epoch, saves and returns.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -18,6 +19,7 @@ import jax
 import turbozero.envs
 from turbozero.arena.match import match_memory_bytes, play_opponents
 from turbozero.arena.opponents import make_opponent
+from turbozero.arena.records import records_page, write_records
 from turbozero.gamespec import game_spec
 from turbozero.io.experiment import Run, RunHooks
 from turbozero.td.config import TDConfig
@@ -32,6 +34,9 @@ from turbozero.td.learner import (
 )
 
 ALGORITHM = "td"
+#: an evaluation game's moves recorded (for RUN/games/latest.html) up to this many: far past
+#: any game's end (a backgammon game takes a few hundred of pgx's single-die moves)
+RECORDED_MOVES = 10_000
 #: settings a resumed TD run may change, from its groups (`TDConfig.RESUME_MAY_CHANGE` and the
 #: shared ones'): where it stops and logs, its checkpoints, and its evaluation's size and schedule
 RESUME_MAY_CHANGE = TDConfig.resume_may_change()
@@ -58,6 +63,7 @@ class TDRun(RunHooks):
         spec = game_spec(config.env)
         self.judge = spec.judge if spec is not None and config.eval_accuracy else None
         self.positions: Any = None
+        self.games_dir: Path | None = None  # RUN/games on the process that writes the run
         # built once, so that every evaluation reuses one compiled match per opponent
         self.opponents = {name: make_opponent(self.env, name) for name in config.eval_opponents}
         self.agent = td_agent(self.td, self.env, None, name="td")
@@ -79,6 +85,7 @@ class TDRun(RunHooks):
         )
 
     def start(self, run: Run) -> None:
+        self.games_dir = run.dir.games if run.primary else None
         if self.judge is not None:
             self.positions = self.judge.positions(self.env, self.config.eval_accuracy_positions, 0)
 
@@ -101,10 +108,15 @@ class TDRun(RunHooks):
         cfg = self.config
         eval_key, key = jax.random.split(state.eval_key)
         agent = self.agent.replace(params=state.learner.params)
-        row = play_opponents(
+        row, results = play_opponents(
             self.env, agent, self.opponents, key, games=cfg.eval_games, judge=self.judge,
-            positions=self.positions,
+            positions=self.positions, max_steps=RECORDED_MOVES,
         )  # fmt: skip
+        if self.games_dir is not None and cfg.eval_record_games and self.env.render_svg:
+            write_records(
+                self.games_dir,
+                records_page(self.env, results, cfg.eval_record_games, f"{self.env.name}: td"),
+            )
         points = row[f"eval/{cfg.eval_opponents[0]}/points"]
         state = keep_best(state._replace(eval_key=eval_key), points)
         return state, {**row, "best_points": float(state.best_points)}

@@ -136,7 +136,9 @@ function render() {
     $("reply").textContent = `Played ${reply.label} (${(reply.seconds * 1000).toFixed(0)} ms).`;
     const v = reply.value;
     $("value").textContent = `Value estimate: ${v >= 0 ? "+" : ""}${v.toFixed(2)} ` +
-      (onePlayer ? "(the return it expects from here)" : "(for the agent: −1 loses, +1 wins)");
+      (onePlayer ? "(the return it expects from here)"
+        : reply.value_unit === "points" ? "(the points the agent expects to win; below 0, to lose)"
+        : "(for the agent: −1 loses, +1 wins)");
     // a search's visit shares, or the policy's own probabilities for an agent that does not search
     $("top").querySelector("thead th:last-child").textContent =
       reply.searched ? "search weight" : "policy weight";
@@ -210,12 +212,10 @@ function drawBoard() {
   svg.removeAttribute("height");
   // Mark the last move: a dot on a Go stone, a square frame around other games' cells (a ring
   // would read as a mark of its own, an O over an X). Then the winning line, if any.
+  // (ringed in white: a backgammon stack taller than five reaches the point numbers)
   for (const [text, x, y] of game.board_labels || []) {
-    const t = document.createElementNS(SVG_NS, "text");
-    for (const [k, v] of Object.entries({ x, y, "text-anchor": "middle", "dominant-baseline": "middle",
-      "font-size": 11, "font-family": "sans-serif", fill: "#6b7383", "pointer-events": "none" })) t.setAttribute(k, v);
+    const t = label(x, y, text);
     t.setAttribute("class", "board-label");
-    t.textContent = text;
     svg.append(t);
   }
   if (game.chance && game.chance.cell) { // the tile that just fell
@@ -229,14 +229,25 @@ function drawBoard() {
     if (game.env.startsWith("go_")) svg.append(circle(x, y, r * 0.3, "#e0452f", "none", 0));
     else svg.append(square(x, y, r * 0.9, "#e0452f", 2.5));
   }
-  // Backgammon: the agent's last turn as arrows from where each checker left to where it went.
-  for (const [x1, y1, x2, y2] of game.agent_arrows || []) {
-    const arrow = document.createElementNS(SVG_NS, "line");
-    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke: "#e0452f", "stroke-width": 3,
-      opacity: 0.8, "pointer-events": "none" })) arrow.setAttribute(k, v);
+  // Backgammon: the agent's last turn, each checker move its own numbered arrow, bowed away
+  // from the row of point numbers into the half of the board it starts in (a straight line
+  // along the row struck the numbers through and merged a checker's two moves into one).
+  const arrows = game.agent_arrows || [];
+  if (arrows.length) svg.append(arrowHead());
+  const middle = parseFloat((svg.getAttribute("viewBox") || "0 0 0 0").split(/\s+/)[3]) / 2;
+  arrows.forEach(([x1, y1, x2, y2], i) => {
+    const length = Math.hypot(x2 - x1, y2 - y1);
+    const bow = (y1 >= middle ? 1 : -1) * (12 + 0.25 * length);
+    const cx = (x1 + x2) / 2, cy = (y1 + y2) / 2 + bow;
+    const arrow = document.createElementNS(SVG_NS, "path");
+    for (const [k, v] of Object.entries({ d: `M ${x1} ${y1} Q ${cx} ${cy} ${x2} ${y2}`,
+      fill: "none", stroke: "#e0452f", "stroke-width": 2.5, opacity: 0.85,
+      "marker-end": "url(#agent-head)", "pointer-events": "none" })) arrow.setAttribute(k, v);
     arrow.setAttribute("class", "agent-arrow");
-    svg.append(arrow, circle(x2, y2, 5, "#e0452f", "none", 0));
-  }
+    const order = label((x1 + 2 * cx + x2) / 4, (y1 + 2 * cy + y2) / 4, String(i + 1));
+    order.setAttribute("class", "agent-arrow-order");
+    svg.append(arrow, order);
+  });
   const line = game.winning_cells || [];
   if (line.length >= 2) {
     const [x1, y1] = line[0];
@@ -252,6 +263,30 @@ function drawBoard() {
   hover.setAttribute("visibility", "hidden");
   hover.setAttribute("pointer-events", "none");
   svg.append(hover);
+}
+
+// The arrowhead the agent's arrows end in (an SVG marker, drawn in the arrow's colour).
+function arrowHead() {
+  const defs = document.createElementNS(SVG_NS, "defs");
+  const marker = document.createElementNS(SVG_NS, "marker");
+  for (const [k, v] of Object.entries({ id: "agent-head", viewBox: "0 0 10 10", refX: 8, refY: 5,
+    markerWidth: 5, markerHeight: 5, orient: "auto-start-reverse" })) marker.setAttribute(k, v);
+  const tip = document.createElementNS(SVG_NS, "path");
+  tip.setAttribute("d", "M 0 0 L 10 5 L 0 10 z");
+  tip.setAttribute("fill", "#e0452f");
+  marker.append(tip);
+  defs.append(marker);
+  return defs;
+}
+
+// A small label over the board, ringed in white so that it reads over checkers and stones.
+function label(x, y, text) {
+  const t = document.createElementNS(SVG_NS, "text");
+  for (const [k, v] of Object.entries({ x, y, "text-anchor": "middle", "dominant-baseline": "middle",
+    "font-size": 11, "font-family": "sans-serif", fill: "#6b7383", stroke: "#fff",
+    "stroke-width": 3, "paint-order": "stroke", "pointer-events": "none" })) t.setAttribute(k, v);
+  t.textContent = text;
+  return t;
 }
 
 function square(x, y, half, stroke, width) {

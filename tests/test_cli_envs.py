@@ -12,6 +12,15 @@ def test_envs_lists_pgx_games_and_the_gymnax_and_jumanji_ids_presets_use(capsys)
     assert "  gymnax:CartPole-v1  preset: ppo_cartpole" in out
     assert "  gymnax:Pendulum-v1  preset: ppo_pendulum" in out
     assert "jumanji environments" in out and "  jumanji:Game2048-v1" in out
+    # the engines each game plays as opponents (`eval --vs`), from its file's `Engine`s
+    from turbozero.gamespec import game_spec
+
+    for name in ("backgammon", "go_9x9"):
+        (line,) = [x for x in out.splitlines() if x.startswith(f"  {name} ")]
+        forms = ", ".join(e.form for e in game_spec(name).engines.values())
+        assert line.endswith(f"  engines: {forms}"), line
+    (line,) = [x for x in out.splitlines() if x.startswith("  tic_tac_toe ")]
+    assert "engines:" not in line
 
 
 def test_envs_verbose_marks_a_download_without_trying_it_and_gives_whole_reasons(

@@ -329,8 +329,12 @@ def test_quick_is_listed_and_refused_where_it_means_nothing(capsys):
 
     assert main(["train", "--list"]) == 0
     listing = capsys.readouterr().out
-    line = next(row for row in listing.splitlines() if row.startswith("backgammon "))
-    assert "Quick try (--quick): " + " ".join(get_preset("backgammon").quick) in line
+    rows = listing.splitlines()
+    assert max(map(len, rows)) <= 100  # (each preset wrapped under its name)
+    start = next(i for i, row in enumerate(rows) if row.startswith("backgammon "))
+    end = next(i for i in range(start + 1, len(rows)) if not rows[i].startswith(" "))
+    block = " ".join(row.strip() for row in rows[start:end])
+    assert "Quick try (--quick): " + " ".join(get_preset("backgammon").quick) in block
     assert main(["train", "tic_tac_toe", "--quick"]) == 2
     assert "preset 'tic_tac_toe' has no quick setting" in capsys.readouterr().err
     assert main(["train", "--quick", "--resume", "--out", "runs/x"]) == 2

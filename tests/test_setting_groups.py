@@ -96,3 +96,12 @@ def test_the_shared_settings_comments_reach_the_configuration_docs():
         notes = setting_notes(cls)
         assert "W&B" in notes["wandb_project"] and "checkpoints" in notes["keep_checkpoints"]
     assert "colours alternate" in setting_notes(TDConfig)["eval_games"]  # (its own, kept)
+    # a comment written above its setting, on one or two lines, is that setting's whole note
+    # (`config --explain` cut them: issue 86 item 7)
+    from turbozero.alphazero.config import NetworkConfig
+
+    notes = setting_notes(AlphaZeroConfig)
+    assert notes["memory_capacity"].endswith("(64 * collection_steps_per_epoch)")
+    assert notes["eval_simulations"].startswith("simulations at play")
+    value_bins = setting_notes(NetworkConfig)["value_bins"]
+    assert value_bins.startswith("None: from the game") and value_bins.endswith("cross-entropy")

@@ -14,7 +14,7 @@ from typing import Any
 
 import turbozero
 from turbozero.algorithms import algorithm
-from turbozero.config import PRESETS, ConfigError, config_listing, get_preset, load_presets
+from turbozero.config import ConfigError, config_listing, get_preset, load_presets, presets_listing
 from turbozero.gamespec import game_spec, load_game_module
 from turbozero.io import enable_compilation_cache, outside
 from turbozero.io.errors import (
@@ -92,10 +92,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ConfigError(
                 "give a preset to train (turbozero train --list), or --resume with --out RUN_DIR"
             )
-        width = max(len(n) for n in PRESETS)
-        for name, p in sorted(PRESETS.items()):
-            quick = f" Quick try (--quick): {' '.join(p.quick)}" if p.quick else ""
-            print(f"{name:<{width}}  [{p.algorithm}] {p.description}{quick}")
+        print("\n".join(presets_listing()))
         return 0
 
     if args.out is not None:
@@ -383,9 +380,9 @@ def _add_eval(sub: Any) -> None:
     v.add_argument(
         "--vs",
         default=None,
-        help="random (default) | perfect (tic_tac_toe, connect_four) | mcts:N | RUN_DIR2, for "
-        "two-player games (a second "
-        "run's agent searches with --simulations too)",
+        help="two-player games: random (default) | perfect (games with a solver) | mcts:N | an "
+        "engine the game plays (`turbozero envs` lists each game's; docs/engines.md) | "
+        "RUN_DIR2 (a second run's agent, searching with --simulations too)",
     )
     v.add_argument(
         "--games",

@@ -13,6 +13,7 @@ import difflib
 import json
 import math
 import numbers
+import textwrap
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -439,8 +440,10 @@ def markdown_cell(text: str) -> str:
 
 
 def setting_notes(cls: type[Config]) -> dict[str, str]:
-    """`{field: its one-line comment}` of a config class, read from its source (the comments
-    docs/configuration.md shows)."""
+    """`{field: its comment}` of a config class, read from its source (the comments
+    docs/configuration.md and `config --explain` show): a field's trailing comment (with the
+    comment lines that go on from it when it ends in ":" or ","), or for a field without one,
+    the comment lines just above it."""
     import inspect
 
     notes: dict[str, str] = {}
@@ -451,12 +454,41 @@ def setting_notes(cls: type[Config]) -> dict[str, str]:
             source = inspect.getsource(klass)
         except (OSError, TypeError):
             continue
+        above: list[str] = []  # comment lines since the last field
+        last: str | None = None  # a field whose trailing comment goes on below it
         for line in source.splitlines():
             stripped = line.strip()
-            if ":" in stripped and "#" in stripped and not stripped.startswith(("#", "def")):
+            if stripped.startswith("#") and not stripped.startswith("#:"):
+                text = stripped.lstrip("#").strip()
+                if last is not None:
+                    notes[last] += " " + text
+                else:
+                    above.append(text)
+            elif ":" in stripped and stripped.split(":", 1)[0].strip().isidentifier():
                 name = stripped.split(":", 1)[0].strip()
-                notes[name] = stripped.split("#", 1)[1].strip()
+                own = stripped.split("#", 1)[1].strip() if "#" in stripped else ""
+                if own or above:
+                    notes[name] = own or " ".join(above)
+                last = name if own.endswith((":", ",")) else None
+                above = []
+            else:
+                above, last = [], None
     return notes
+
+
+def presets_listing(columns: int = 100) -> list[str]:
+    """`turbozero train --list`: each preset's name, algorithm and description, then its quick
+    setting, wrapped at `columns` under the name (the descriptions run to 400 characters)."""
+    width = max(len(n) for n in PRESETS)
+    pad = " " * (width + 2)
+    lines = []
+    for name, preset in sorted(PRESETS.items()):
+        text = f"{name:<{width}}  [{preset.algorithm}] {preset.description}"
+        lines += textwrap.wrap(text, columns, subsequent_indent=pad, break_on_hyphens=False)
+        if preset.quick:
+            quick = f"Quick try (--quick): {' '.join(preset.quick)}"
+            lines += textwrap.wrap(quick, columns, initial_indent=pad, subsequent_indent=pad)
+    return lines
 
 
 #: the settings that end a run, by what they count

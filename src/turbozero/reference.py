@@ -17,10 +17,19 @@ from turbozero.ppo.config import PPOConfig
 from turbozero.td.config import TDConfig
 
 
+def _engines_text(name: str) -> str:
+    """`  engines: pubeval, gnubg:PLY`: the opponents a game's file lists (`eval --vs`), or ""."""
+    spec = game_spec(name)
+    if spec is None or not spec.engines:
+        return ""
+    return "  engines: " + ", ".join(engine.form for engine in spec.engines.values())
+
+
 def environments_listing(*, verbose: bool = False) -> Iterator[str]:
     """`turbozero envs`' lines: the games (installed packages' too, imported to be listed), then
-    the gymnax and jumanji ids, each with the presets that train it, or with its players,
-    actions and observation shape (`verbose`)."""
+    the gymnax and jumanji ids, each with the presets that train it and the engines a game
+    plays as opponents (`eval --vs`), or with its players, actions and observation shape
+    (`verbose`)."""
     yield "games, pgx's and registered ones (AlphaZero; the one-player ones also PPO):"
     for name in installed_games():  # (installed packages' games: imported to be listed)
         game_spec(name)
@@ -34,7 +43,7 @@ def environments_listing(*, verbose: bool = False) -> Iterator[str]:
             )
         else:
             used = f"  preset: {', '.join(presets[name])}" if name in presets else ""
-            yield f"  {name:<24} {desc}{used}"
+            yield f"  {name:<24} {desc}{used}{_engines_text(name)}"
     for package, ids in other_environments().items():
         yield f"{package} environments (one player: PPO, AlphaZero where discrete):"
         if isinstance(ids, str):

@@ -257,8 +257,49 @@ def _eval_two_players(
     }
 
 
+#: what a figure of `evaluate_run` counts, said after its value where the name alone does not
+NOTES = {
+    "opening_moves": "random moves opening each game, for games that differ (--opening-moves)",
+    "mean_length": "actions a game, as the environment counts them",
+    "illegal_moves": "both sides', each replaced by a random legal move",
+    "agent_illegal_moves": "the agent's own",
+    "error_rate": "millipoints of equity lost a move, at the judge's ply",
+    "score": "points a game: a win 1, a draw 0.5",
+}
+
+
+def verdict(out: Mapping[str, Any]) -> str | None:
+    """The result in one sentence, before the figures: a match's score against its opponent
+    with its 95% interval and what the interval says; a one-player game's mean return; a
+    judge's share of value-keeping moves or its error rate. None for anything else."""
+    if "score" in out and "score_ci95" in out:
+        low, high = out["score_ci95"]
+        side = "ahead of" if low > 0.5 else "behind" if high < 0.5 else "level with"
+        return (
+            f"{side} {out['vs']}: score {out['score']:.3f} [{low:.3f}, {high:.3f}] over "
+            f"{out['games']} games (W/D/L {out['wins']}/{out['draws']}/{out['losses']})"
+        )
+    if "mean_return" in out:
+        return f"mean return {out['mean_return']:.4g} over {out['games']} games"
+    if "accuracy_result" in out:
+        return (
+            f"keeps the game's value in {out['accuracy_result']:.2%} of {out['positions']:,} "
+            f"positions (the solver's best move in {out['accuracy_best']:.1%})"
+        )
+    if "error_rate" in out:
+        return (
+            f"error rate {out['error_rate']:.1f} millipoints a move over {out['positions']:,} "
+            f"positions (lower is better)"
+        )
+    return None
+
+
 def eval_lines(out: Mapping[str, Any]) -> Iterator[str]:
-    """`evaluate_run`'s result as text: one aligned line per figure."""
+    """`evaluate_run`'s result as text: its verdict first (`verdict`), then one aligned line per
+    figure, with what it counts where its name does not say (`NOTES`)."""
+    said = verdict(out)
+    if said is not None:
+        yield said
     width = max(map(len, out))
     for k, v in out.items():
         if k in ("as_first", "as_second"):
@@ -272,6 +313,8 @@ def eval_lines(out: Mapping[str, Any]) -> Iterator[str]:
             v = "; ".join(f"{name}: {_phase_line(p)}" for name, p in v.items())
         elif k == "search":
             v = ", ".join(f"{name}={x}" for name, x in v.items())
+        elif k in NOTES:
+            v = f"{v}  ({NOTES[k]})"
         yield f"{k:>{width}}: {v}"
 
 
@@ -279,7 +322,8 @@ def _phase_line(p: dict[str, Any]) -> str:
     """One phase's figures: a solver's (result, best) or gnubg's (error rate, best share)."""
     if "error_rate" in p:
         return (
-            f"error rate {p['error_rate']:.1f}, gnubg's best {p['best_share']:.3f} "
+            f"error rate {p['error_rate']:.1f} millipoints a move, gnubg's best "
+            f"{p['best_share']:.3f} "
             f"({p['positions']} positions)"
         )
     return f"result {p['result']:.3f}, best {p['best']:.3f} ({p['positions']} positions)"

@@ -115,6 +115,15 @@ def test_the_epoch_line_counts_the_mistakes_one_decimal_would_hide():
     assert "99.96% (best move 90.0%)" in epoch_line(row, 80, None)  # rows written before
 
 
+def test_an_opponents_line_carries_what_random_play_scores_against_it():
+    from turbozero.io.logger import epoch_line
+
+    row = {"epoch": 4, "eval/pubeval/win": 0.12, "eval/pubeval/loss": 0.88}
+    line = epoch_line({**row, "eval/pubeval/random_score": 0.03125}, 4, None)
+    assert line.endswith("| vs pubeval W/D/L 12%/0%/88% (random play scores 3%)")
+    assert "random play" not in epoch_line(row, 4, None)
+
+
 def test_a_one_player_epoch_line_shows_the_network_alone_and_2048s_tiles():
     from turbozero.io.logger import epoch_line
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import shutil
 from pathlib import Path
@@ -83,7 +85,11 @@ def nim_run(tmp_path_factory):
     make_env = resolve(NIM)
     run = tmp_path_factory.mktemp("rebuild") / "nim"
     parts = {"env": make_env(), "module": PolicyValueMLP(num_actions=3, hidden=(16,))}
-    train(AlphaZeroConfig(**TINY), run, progress=False, parts=parts, rebuild={"env": NIM})
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        train(AlphaZeroConfig(**TINY), run, progress=False, parts=parts, rebuild={"env": NIM})
+    # the run names the user's file: the next commands it suggests carry the user's word
+    assert f"next: turbozero eval {run} --trust-run, or play it: " in said.getvalue()
     return run
 
 

@@ -172,6 +172,9 @@ def test_a_run_logs_its_evaluations_and_loads_as_an_agent(runs):
     full, _ = runs
     rows = [json.loads(line) for line in (full / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
+    # the baseline each evaluation carries: what random play scores against the opponent
+    baseline = {r["eval/pubeval/random_score"] for r in rows}
+    assert len(baseline) == 1 and 0.0 <= baseline.pop() < 0.5
     for r in rows:
         share = r["eval/pubeval/win"] + r["eval/pubeval/loss"] + r["eval/pubeval/draw"]
         assert (

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.agents import Agent, PolicyFn, runs_search
+from turbozero.arena.agents import Agent, PolicyFn, random_agent, runs_search
 from turbozero.envs.core import Env
 from turbozero.io.main_thread import serve_main_thread
 from turbozero.io.resources import check_fits_in_memory
@@ -197,6 +197,20 @@ def play_opponents(
     if judge is not None and positions is not None:
         row.update(judge.measure(env, agent, positions, jax.random.fold_in(key, 1000)))
     return row, results
+
+
+def random_scores(
+    env: Env, opponents: Mapping[str, Agent], key: PRNGKey, *, games: int
+) -> dict[str, float]:
+    """`{eval/NAME/random_score: score}`: what random play scores against each opponent over
+    `games` games, the baseline an evaluation's line carries beside the agent's."""
+    randomly = random_agent(env)
+    return {
+        f"eval/{name}/random_score": play_match(
+            env, randomly, opponent, jax.random.fold_in(key, i), num_games=games
+        ).score
+        for i, (name, opponent) in enumerate(opponents.items())
+    }
 
 
 def wilson_interval(successes: float, n: int, *, z: float = Z95) -> tuple[float, float]:

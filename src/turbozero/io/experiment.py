@@ -459,10 +459,15 @@ def run_experiment(
             f"done: {epoch}/{last_epoch} epochs, {algorithm.env_steps(epoch):,} environment "
             f"steps -> {run_dir.path}"
         )
-        # (a run of a game of one's own names its module: opened with the user's word)
-        trust = " --trust-run" if game_module_of(str(getattr(config, "env", ""))) else ""
-        play = f", or play it: turbozero play {run_dir.path}{trust}" if _playable(algorithm) else ""
-        log.info(f"next: turbozero eval {run_dir.path}{trust}{play}")
+        # (a run that names code, its game's module or the recipes that rebuild parts given
+        # from Python, is opened with the user's word)
+        if primary:
+            names_code = {"game_module", "rebuild"} & set(run_dir.read_json("config.json"))
+            trust = " --trust-run" if names_code else ""
+            play = f", or play it: turbozero play {run_dir.path}{trust}"
+            log.info(
+                f"next: turbozero eval {run_dir.path}{trust}{play if _playable(algorithm) else ''}"
+            )
         return summary
 
 

@@ -81,6 +81,8 @@ def epoch_line(
     for name in opponents:
         w, d, lost = (row.get(f"eval/{name}/{x}", 0.0) for x in ("win", "draw", "loss"))
         parts.append(f"| vs {name} W/D/L {w:.0%}/{d:.0%}/{lost:.0%}")
+        if f"eval/{name}/random_score" in row:  # (the baseline: what random play scores)
+            parts.append(f"(random play scores {row[f'eval/{name}/random_score']:.0%})")
         if row.get(f"eval/{name}/truncated"):
             parts.append(f"({row[f'eval/{name}/truncated']:.0%} cut off at max_episode_steps)")
     if "eval/best/score" in row:

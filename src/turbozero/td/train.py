@@ -17,7 +17,7 @@ from typing import Any
 import jax
 
 import turbozero.envs
-from turbozero.arena.match import match_memory_bytes, play_opponents
+from turbozero.arena.match import match_memory_bytes, play_opponents, random_scores
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page, write_records
 from turbozero.gamespec import game_spec
@@ -67,6 +67,9 @@ class TDRun(RunHooks):
         # built once, so that every evaluation reuses one compiled match per opponent
         self.opponents = {name: make_opponent(self.env, name) for name in config.eval_opponents}
         self.agent = td_agent(self.td, self.env, None, name="td")
+        #: random play's score against each opponent (`eval/NAME/random_score`), the baseline
+        #: each evaluation line carries; played once per process from a key of the seed
+        self.baseline: dict[str, float] | None = None
 
     def memory(self) -> tuple[int, str, str]:
         """The checkpoint state twice (the compiled epoch's input and output) and the larger of
@@ -117,6 +120,10 @@ class TDRun(RunHooks):
                 self.games_dir,
                 records_page(self.env, results, cfg.eval_record_games, f"{self.env.name}: td"),
             )
+        if self.baseline is None:  # (from a key of the seed: the run's own keys untouched)
+            key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 7)
+            self.baseline = random_scores(self.env, self.opponents, key, games=cfg.eval_games)
+        row.update(self.baseline)
         points = row[f"eval/{cfg.eval_opponents[0]}/points"]
         state = keep_best(state._replace(eval_key=eval_key), points)
         return state, {**row, "best_points": float(state.best_points)}

@@ -36,6 +36,14 @@ def test_strength_panels_hold_accuracy_scores_per_opponent_and_elo():
     }
 
 
+def test_the_score_panel_draws_random_plays_score_beside_the_agents(tmp_path):
+    rows = [{**row, "eval/perfect/random_score": 0.04} for row in _rows()]
+    score = strength_series(rows)["score (win + draw/2)"]
+    assert score["random play vs perfect"] == "eval/perfect/random_score"
+    assert "random play vs random" not in score  # (only where a row has it)
+    assert any(p.name == "strength.png" for p in plot_run(rows, tmp_path))
+
+
 def test_a_one_player_run_plots_the_searched_return_beside_the_network_alone():
     rows = [
         {"epoch": e, "env_steps": e, "wall_seconds": e, "eval/return": 9.0 * e}

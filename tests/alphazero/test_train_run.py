@@ -587,3 +587,15 @@ def test_the_evaluation_plays_its_own_network_as_an_opponent_in_two_player_games
     for opponent in ("random", "network"):
         total = sum(row[f"eval/{opponent}/{r}"] for r in ("win", "draw", "loss"))
         assert total == pytest.approx(1.0)
+
+
+def test_an_evaluation_against_a_fixed_opponent_carries_random_plays_score(systems, tmp_path):
+    """The baseline a match is read against: random play's score against the same opponent,
+    played once per process from a key of the seed (none against random play itself)."""
+    run = tmp_path / "run"
+    config = TINY.with_overrides(["eval_opponents=random,mcts:2", "num_epochs=2"])
+    train(config, run, progress=False, systems=systems)
+    rows = [r for r in RunDir(run).read_metrics() if "eval/mcts:2/win" in r]
+    assert len(rows) == 2 and "eval/random/random_score" not in rows[0]
+    baseline = {r["eval/mcts:2/random_score"] for r in rows}
+    assert len(baseline) == 1 and 0.0 <= baseline.pop() <= 1.0

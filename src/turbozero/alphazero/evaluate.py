@@ -119,6 +119,7 @@ class Evaluator:
         self.elo = EloPool(anchors={ANCHOR: 0.0} if "random" in self.opponents else {})
         self.pool: list[tuple[str, Params]] = []
         self.random_return: float | None = None  # a one-player game's baseline, played once
+        self.random_row: dict[str, float] | None = None  # a two-player game's, likewise
 
     def agent(self, params: Params, name: str) -> Agent:
         return self._agent.replace(params=params, name=name)
@@ -162,6 +163,22 @@ class Evaluator:
             r = self._match(random_agent(self.az.env), None, key, self.az.config.eval_games)
             self.random_return = float(r.mean_return_a)
         return self.random_return
+
+    def _random_scores(self) -> dict[str, float]:
+        """`{eval/NAME/random_score: random play's score}` against each fixed opponent other
+        than random play itself, the baseline each match is read against (the epoch line's
+        "(random play scores 0%)"); played once per process, from a key of the seed alone."""
+        if self.random_row is None:
+            key = jax.random.fold_in(jax.random.PRNGKey(self.az.config.seed), 0x7A4E)
+            randomly, games = random_agent(self.az.env), self.az.config.eval_games
+            self.random_row = {
+                f"eval/{name}/random_score": self._match(
+                    randomly, opponent, jax.random.fold_in(key, i), games
+                ).score
+                for i, (name, opponent) in enumerate(self.opponents.items())
+                if name != "random"
+            }
+        return self.random_row
 
     def __call__(self, params: Params, epoch: int, key: PRNGKey, games_dir: Path | None) -> dict:
         """Evaluate `params`; update best and Elo; return metrics (keys `eval/...`, `elo`)."""
@@ -207,6 +224,7 @@ class Evaluator:
                 raise
             if accuracy is not None:
                 out.update(accuracy.result())
+            out.update(self._random_scores())
             if "network" in cfg.eval_opponents:  # the search's gain over its own network
                 network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
                 r = self._match(current, network, jax.random.fold_in(key, 500), cfg.eval_games)

@@ -46,7 +46,8 @@ def strength_series(
 
     Move accuracy against a solver (or the panels of the game's `judge`: backgammon's gnubg
     error rate and share of its best plays), the score against each fixed opponent (wins plus
-    half the draws, from the `eval/NAME/win` and `eval/NAME/draw` rates), the score against the
+    half the draws, from the `eval/NAME/win` and `eval/NAME/draw` rates) beside random play's
+    against it (`eval/NAME/random_score`), the score against the
     best network, the Elo rating, and a one-player game's mean return."""
     keys = {k for r in rows for k in r}
     panels: dict[str, dict[str, str]] = {}
@@ -63,6 +64,9 @@ def strength_series(
             panels[title] = present
     opponents = sorted(k[5:-4] for k in keys if k.startswith("eval/") and k.endswith("/win"))
     score = {f"vs {o}": f"score:{o}" for o in opponents}
+    for o in opponents:  # the baseline: what random play scores against the same opponent
+        if f"eval/{o}/random_score" in keys:
+            score[f"random play vs {o}"] = f"eval/{o}/random_score"
     if "eval/best/score" in keys:
         score["vs best so far"] = "eval/best/score"
     if score:

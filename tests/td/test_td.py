@@ -30,7 +30,10 @@ TINY = TDConfig(
     eval_every=1,
     eval_games=4,
     eval_opponents=("pubeval",),
+    eval_record_games=0,  # (drawing a backgammon game takes ~10 s: `RECORDED` draws one)
 )
+#: the uninterrupted run of the `runs` fixture, which draws one game at its end
+RECORDED = dataclasses.replace(TINY, eval_record_games=1)
 
 
 def _positions(count: int, seed: int = 0) -> list[tuple[np.ndarray, tuple[int, int]]]:
@@ -154,7 +157,7 @@ def runs(tmp_path_factory):
     """The tiny run in one go, and stopped after one epoch then resumed."""
     root = tmp_path_factory.mktemp("td")
     full = root / "full"
-    train_td(TINY, full, progress=False)
+    train_td(RECORDED, full, progress=False)
     split = root / "split"
     train_td(TINY, split, num_epochs=1, progress=False)
     train_td(TINY, split, resume=True, progress=False)
@@ -185,7 +188,7 @@ def test_a_run_logs_its_evaluations_and_loads_as_an_agent(runs):
     drawn = plot_run(rows, full / "drawn")  # (the suite's runs draw none themselves)
     assert full / "drawn" / "strength.png" in drawn  # the scores against pubeval
     loaded = turbozero.load_agent(full)
-    assert loaded.config == TINY and loaded.agent.name.startswith("td:backgammon:best@")
+    assert loaded.config == RECORDED and loaded.agent.name.startswith("td:backgammon:best@")
     states, _ = jax.vmap(loaded.env.init)(jax.random.split(jax.random.PRNGKey(0), 3))
     action = np.asarray(loaded.act(states, jax.random.PRNGKey(1)))
     assert np.asarray(states.legal_action_mask)[np.arange(3), action].all()
@@ -194,12 +197,14 @@ def test_a_run_logs_its_evaluations_and_loads_as_an_agent(runs):
 
 
 def test_a_run_writes_the_records_of_its_last_evaluations_games(runs):
-    """As AlphaZero's runs do: RUN/games/latest.html holds `eval_record_games` games against
-    each opponent, their seats and colours named, the points numbered from the agent's side."""
+    """As AlphaZero's runs do, at the run's end (drawing a game's positions takes seconds):
+    RUN/games/latest.html holds `eval_record_games` games against each opponent, their seats
+    and colours named, the points numbered from the agent's side; none with 0."""
+    assert not (runs[1] / "games" / "latest.html").exists()  # (eval_record_games=0)
     full, _ = runs
     page = (full / "games" / "latest.html").read_text()
     sections = page.split("<section class='game'>")[1:]
-    assert len(sections) == TINY.eval_record_games * len(TINY.eval_opponents)
+    assert len(sections) == RECORDED.eval_record_games * len(RECORDED.eval_opponents)
     assert "<h2>vs pubeval (" in page
     from turbozero.arena.records import packed_frames
 

@@ -507,6 +507,9 @@ class RunHooks:
     #: `train`'s argument that stops a run after so many epochs in all (the config's name for
     #: them: `num_epochs`, or PPO's `num_evals`)
     stop_argument: str = "num_epochs"
+    #: whether the evaluation under way is the run's last (its last epoch, or its time is up):
+    #: work worth doing once, such as drawing the game records, waits for it
+    final_evaluation: bool = False
 
     @classmethod
     def train(
@@ -628,6 +631,7 @@ class RunHooks:
         evaluation's (checkpoints and the summary hold it); no row after the others."""
         if not self.evaluation_due(epoch, out_of_time=out_of_time):
             return state, {}
+        self.final_evaluation = epoch == self.epochs or out_of_time
         start = time.perf_counter()
         state, self.eval_row = self.evaluation(state)
         # (the row says what it cost: the time left counts the evaluations still due)

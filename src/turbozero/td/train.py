@@ -115,7 +115,13 @@ class TDRun(RunHooks):
             self.env, agent, self.opponents, key, games=cfg.eval_games, judge=self.judge,
             positions=self.positions, max_steps=RECORDED_MOVES,
         )  # fmt: skip
-        if self.games_dir is not None and cfg.eval_record_games and self.env.render_svg:
+        # (the records at the run's end: drawing a backgammon game's positions takes ~10 s)
+        if (
+            self.final_evaluation
+            and self.games_dir
+            and cfg.eval_record_games
+            and self.env.render_svg
+        ):
             write_records(
                 self.games_dir,
                 records_page(self.env, results, cfg.eval_record_games, f"{self.env.name}: td"),

@@ -117,12 +117,12 @@ def test_eval_play_and_resume_rebuild_a_users_game_from_the_cli_when_trusted(nim
     assert [r["epoch"] for r in rows] == [1, 2]
 
 
-def test_a_part_without_a_recipe_is_refused_by_name(systems, tmp_path, capsys):
+def test_a_part_without_a_recipe_is_refused_by_name(tmp_path, capsys):
     run = tmp_path / "local"
     env = turbozero.envs.make("tic_tac_toe")
     module = _local_module_in_a_function()  # its class cannot be imported
     cfg = AlphaZeroConfig(**{**TINY, "env": "tic_tac_toe", "eval_accuracy": False})
-    train(cfg, run, progress=False, parts={"env": env, "module": module}, systems=systems)
+    train(cfg, run, progress=False, parts={"env": env, "module": module})
     saved = json.loads((run / "config.json").read_text())
     assert saved["rebuild"] == {"env": {"env": "tic_tac_toe"}, "module": None}
     with pytest.raises(NotRebuildableError, match="its module given from Python"):

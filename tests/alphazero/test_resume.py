@@ -204,7 +204,6 @@ def test_resuming_with_another_network_given_from_python_is_refused(systems, tmp
         run,
         progress=False,
         parts={"module": PolicyValueMLP(num_actions=9, hidden=(16,))},
-        systems=systems,
     )
     other = {"module": PolicyValueMLP(num_actions=9, hidden=(16,), bounded_value=False)}
     with pytest.raises(ValueError, match=r"parts given differ .*'module'.*bounded_value=False"):
@@ -214,7 +213,6 @@ def test_resuming_with_another_network_given_from_python_is_refused(systems, tmp
             progress=False,
             resume=True,
             parts=other,
-            systems=systems,
         )
     same = {"module": PolicyValueMLP(num_actions=9, hidden=(16,))}
     resumed = train(
@@ -223,7 +221,6 @@ def test_resuming_with_another_network_given_from_python_is_refused(systems, tmp
         progress=False,
         resume=True,
         parts=same,
-        systems=systems,
     )
     assert resumed["epochs"] == 2
     # and a run built from its config alone refuses a network given on resume (here its scalar
@@ -237,7 +234,6 @@ def test_resuming_with_another_network_given_from_python_is_refused(systems, tmp
             progress=False,
             resume=True,
             parts=same,
-            systems=systems,
         )
 
 

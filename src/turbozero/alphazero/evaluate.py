@@ -33,7 +33,7 @@ from turbozero.arena import (
     play_match,
 )
 from turbozero.arena.agents import random_agent
-from turbozero.arena.match import match_memory_bytes, match_row
+from turbozero.arena.match import match_memory_bytes, match_row, random_scores
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page, write_records
 from turbozero.envs.core import Env
@@ -170,14 +170,10 @@ class Evaluator:
         "(random play scores 0%)"); played once per process, from a key of the seed alone."""
         if self.random_row is None:
             key = jax.random.fold_in(jax.random.PRNGKey(self.az.config.seed), 0x7A4E)
-            randomly, games = random_agent(self.az.env), self.az.config.eval_games
-            self.random_row = {
-                f"eval/{name}/random_score": self._match(
-                    randomly, opponent, jax.random.fold_in(key, i), games
-                ).score
-                for i, (name, opponent) in enumerate(self.opponents.items())
-                if name != "random"
-            }
+            games = self.az.config.eval_games
+            self.random_row = random_scores(
+                self.az.env, self.opponents, key, lambda a, b, k: self._match(a, b, k, games)
+            )
         return self.random_row
 
     def __call__(self, params: Params, epoch: int, key: PRNGKey, games_dir: Path | None) -> dict:

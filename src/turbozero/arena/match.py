@@ -200,16 +200,19 @@ def play_opponents(
 
 
 def random_scores(
-    env: Env, opponents: Mapping[str, Agent], key: PRNGKey, *, games: int
+    env: Env,
+    opponents: Mapping[str, Agent],
+    key: PRNGKey,
+    play: Callable[[Agent, Agent, PRNGKey], MatchResult],
 ) -> dict[str, float]:
-    """`{eval/NAME/random_score: score}`: what random play scores against each opponent over
-    `games` games, the baseline an evaluation's line carries beside the agent's."""
+    """`{eval/NAME/random_score: score}`: what random play scores against each opponent but
+    random play itself, in matches `play(agent, opponent, key)` as the evaluation plays its
+    own: the baseline an evaluation's line and plot carry beside the agent's score."""
     randomly = random_agent(env)
     return {
-        f"eval/{name}/random_score": play_match(
-            env, randomly, opponent, jax.random.fold_in(key, i), num_games=games
-        ).score
+        f"eval/{name}/random_score": play(randomly, opponent, jax.random.fold_in(key, i)).score
         for i, (name, opponent) in enumerate(opponents.items())
+        if name != "random"
     }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 
 import turbozero.envs
-from turbozero.arena.match import match_memory_bytes, play_opponents, random_scores
+from turbozero.arena.match import match_memory_bytes, play_match, play_opponents, random_scores
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page, write_records
 from turbozero.gamespec import game_spec
@@ -128,7 +128,10 @@ class TDRun(RunHooks):
             )
         if self.baseline is None:  # (from a key of the seed: the run's own keys untouched)
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 7)
-            self.baseline = random_scores(self.env, self.opponents, key, games=cfg.eval_games)
+            self.baseline = random_scores(
+                self.env, self.opponents, key,
+                lambda a, b, k: play_match(self.env, a, b, k, num_games=cfg.eval_games),
+            )  # fmt: skip
         row.update(self.baseline)
         points = row[f"eval/{cfg.eval_opponents[0]}/points"]
         state = keep_best(state._replace(eval_key=eval_key), points)

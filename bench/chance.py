@@ -64,7 +64,7 @@ from turbozero.config import get_preset
 from turbozero.envs.chance import without_chance
 
 GAMES = ("2048", "backgammon")
-PRESETS = {"2048": "2048", "backgammon": "backgammon_alphazero"}
+PRESETS = {"2048": "2048_alphazero", "backgammon": "backgammon_alphazero"}
 Z95 = 1.959964
 
 

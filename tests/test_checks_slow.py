@@ -155,6 +155,31 @@ def test_bench_chance_measures_a_2048_run_with_its_widening_ablation(tmp_path):
     assert (tmp_path / "20480" / "config.json").exists()
 
 
+def test_bench_afterstates_measures_a_2048_td_run_at_both_depths(tmp_path):
+    """`bench/afterstates.py` as its docstring says, on a 20-second run: the random policy's
+    row, then the TD agent's at 1 ply and with the expectimax, each with its intervals."""
+    proc = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "python"),
+            str(ROOT / "bench" / "afterstates.py"),
+            *("--budget", "20", "--games", "8", "--deep-games", "2", "--set", "eval_games=8"),
+            *("--set", "eval_every=1", "--keep", str(tmp_path / "run")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["agent"] for r in rows] == ["random", "td depth 0", "td depth 1"], proc.stdout
+    for r in rows:
+        assert r["score_low"] <= r["score"] <= r["score_high"] and r["ms_per_move"] > 0, r
+        low, high = r["reached_2048_ci95"]
+        assert low <= r["reached_2048"] <= high, r
+    assert rows[1]["vs_random"] > 1 and rows[1]["minutes"] <= 1.0, rows[1]
+
+
 def test_connect_four_preset_beats_random_and_rollout_mcts_after_30_minutes(tmp_path):
     run = tmp_path / "c4"
     _turbozero("train", "connect_four", "--out", str(run), timeout=2400)

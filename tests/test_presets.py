@@ -271,7 +271,14 @@ def test_config_and_train_say_when_the_tree_cannot_hold_a_search(tmp_path, capsy
 def test_a_chance_game_needs_two_nodes_per_simulation(capsys):
     from turbozero.cli import main
 
-    args = ["config", "2048", "--set", "search.num_simulations=32", "--set", "search.max_nodes=40"]
+    args = [
+        "config",
+        "2048_alphazero",
+        "--set",
+        "search.num_simulations=32",
+        "--set",
+        "search.max_nodes=40",
+    ]
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "2 * search.num_simulations + 1 = 65" in err
@@ -306,7 +313,7 @@ def test_games_with_chance_have_a_quick_setting_that_is_valid_and_lets_a_game_en
     moves for games to end and training to start (the run itself: `make check`)."""
     from turbozero.alphazero.train import short_run_note
 
-    for name in ("2048", "backgammon_alphazero"):
+    for name in ("2048_alphazero", "backgammon_alphazero"):
         preset = get_preset(name)
         assert preset.quick, name
         config = preset.make().with_overrides(list(preset.quick))

@@ -26,6 +26,7 @@ def load_agent(  # type: ignore[no-untyped-def]
     module=None,
     trust=False,
     search=None,
+    depth=None,
 ):
     """A ready agent from a run directory or checkpoint (see `turbozero.loading.load_agent`)."""
     from turbozero.loading import load_agent as _load  # (the package root stays light)
@@ -40,6 +41,7 @@ def load_agent(  # type: ignore[no-untyped-def]
         module=module,
         trust=trust,
         search=search,
+        depth=depth,
     )
 
 

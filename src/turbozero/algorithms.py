@@ -103,8 +103,8 @@ BUILTIN = (
         config="turbozero.td.config:TDConfig",
         run="turbozero.td.train:train_td",
         load="turbozero.td.load:load_agent",
-        load_options=(),
-        plays="its network rates each play; it does not search",
+        load_options=("depth",),
+        plays="its network rates each play; only a one-player game's looks ahead, by depth",
     ),
 )
 

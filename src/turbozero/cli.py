@@ -154,6 +154,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         trust=args.trust_run,
         weights=args.weights,
         search=search,
+        depth=args.depth,
     )
     out = evaluation.evaluate_run(
         loaded,
@@ -249,6 +250,7 @@ def cmd_play(args: argparse.Namespace) -> int:
             which=args.which,
             trust=args.trust_run,
             seed=args.seed,
+            depth=args.depth,
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -452,6 +454,7 @@ def _add_eval(sub: Any) -> None:
         help="AlphaZero: play with another value of the search's c_puct, fpu or fpu_reduction "
         "than the run's (repeatable)",
     )
+    _depth(v)
     v.add_argument("--json", action="store_true", help="print one JSON object")
     _trust_run(v, "")
     v.set_defaults(fn=cmd_eval)
@@ -492,8 +495,14 @@ def _add_play(sub: Any) -> None:
     pl.add_argument(
         "--which", default="best", choices=["best", "latest"], help="as for eval (default best)"
     )
+    _depth(pl)
     _trust_run(pl, "")
     pl.set_defaults(fn=cmd_play)
+
+
+def _depth(parser: Any) -> None:
+    help = "TD on 2048: chance layers the agent looks ahead, 0 (1 ply) to 2 (default: the run's)"
+    parser.add_argument("--depth", type=int, default=None, help=help)
 
 
 def _add_the_others(sub: Any) -> None:

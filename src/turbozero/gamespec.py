@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from turbozero.arena.agents import Agent
     from turbozero.envs.core import Env
     from turbozero.envs.pgx import ChanceRules
-    from turbozero.td.rules import TDRules
+    from turbozero.td.rules import SoloRules, TDRules
     from turbozero.types import Array, PRNGKey
 
 #: one clickable cell: (action, x, y, radius)
@@ -213,7 +213,9 @@ class GameSpec:
         page: the play page's and the records' hooks (`Page`).
         draws: a game of two players whose results are win, draw or loss with draws possible:
             its value head learns the three outcomes by default (`network.value_bins`).
-        afterstates: `() -> TDRules`: the game's turns for TD learning (`turbozero.td`); None.
+        afterstates: `() -> TDRules` (a two-player dice game's turns) or `() -> SoloRules` (a
+            one-player game's moves and chance): the game for TD learning (`turbozero.td`);
+            None.
     """
 
     name: str
@@ -228,7 +230,7 @@ class GameSpec:
     engines: Mapping[str, Engine] = dataclasses.field(default_factory=dict)
     page: Page = Page()
     draws: bool = False
-    afterstates: Callable[[], TDRules] | None = None
+    afterstates: Callable[[], TDRules | SoloRules] | None = None
 
 
 _GAMES: dict[str, GameSpec] = {}

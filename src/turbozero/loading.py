@@ -32,6 +32,7 @@ def load_agent(
     module: Any = None,
     trust: bool = False,
     search: Any = None,
+    depth: int | None = None,
 ) -> LoadedAgent:
     """A ready agent (with `.env`, `.act(states, key)`, `.policy(states, key)`) from a run.
 
@@ -54,12 +55,16 @@ def load_agent(
             stderr). Without it such a run is refused: a run directory is opened as data.
         search: AlphaZero runs: play settings of the search other than the run's, e.g.
             `{"c_puct": 2.0, "fpu": "node"}` (`turbozero.alphazero.load.PLAY_SEARCH_SETTINGS`).
+        depth: TD runs of a one-player game with chance (2048): the chance layers its
+            expectimax looks ahead at play, 0 (1 ply) to 2 (default: the run's `eval_depth`).
     """
     temperature = check_number("temperature", temperature, low=0.0)
     if weights not in ("playing", "trained"):
         raise ValueError(f"weights must be 'playing' or 'trained', got {weights!r}")
     if num_simulations is not None:
         num_simulations = check_count("num_simulations", num_simulations, low=1)
+    if depth is not None:
+        depth = check_count("depth", depth, low=0)
     rd, name = run_algorithm(path)
     load_run_game(rd, trust=trust)  # (a game of one's own: its file or module, with trust)
     entry = algorithm(name)
@@ -70,6 +75,7 @@ def load_agent(
         "env": env,
         "module": module,
         "search": search or None,
+        "depth": depth,
     }
     unused = [k for k, v in given.items() if v is not None and k not in entry.load_options]
     if unused:
@@ -86,6 +92,7 @@ def load_agent(
         "module": module,
         "trust": trust,
         "search": search,
+        "depth": depth,
     }
     options = {k: v for k, v in options.items() if k in entry.load_options}
     p = Path(path)

@@ -45,7 +45,9 @@ def test_the_verdict_comes_first_and_unclear_figures_say_what_they_count():
 
 def test_one_player_and_judged_results_have_their_verdicts():
     solo = {"run": "r", "env": "2048", "games": 100, "mean_return": 5123.25, "mean_length": 400}
-    assert verdict(solo) == "mean return 5123 over 100 games"
+    assert verdict(solo) == "mean return 5,123 over 100 games"
+    solo.update(mean_return=12.5, median_return=33874.0)
+    assert verdict(solo) == "mean return 12.5 (median 33,874) over 100 games"
     solved = {"positions": 4520, "accuracy_result": 0.9996, "accuracy_best": 0.72}
     assert verdict(solved).startswith("keeps the game's value in 99.96% of 4,520 positions")
     judged = {"positions": 500, "error_rate": 119.17}

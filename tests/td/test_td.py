@@ -225,7 +225,8 @@ def test_the_cli_trains_and_evaluates_a_td_run(runs, tmp_path, capsys):
     assert out["games"] == 4
     assert main(["eval", str(full), "--vs", "random", "--simulations", "4"]) == 2
     assert (
-        "is a TD run (its network rates each play; it does not search)" in capsys.readouterr().err
+        "is a TD run (its network rates each play; only a one-player game"
+        in capsys.readouterr().err
     )
 
 

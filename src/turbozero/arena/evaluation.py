@@ -7,11 +7,13 @@ The checks name the command's flags, since the command is who calls them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from turbozero.arena.accuracy import judged_games, solver_report
 from turbozero.arena.agents import Agent
@@ -181,20 +183,27 @@ def _eval_one_player(
     max_steps: int | None,
     opening_moves: int | None,
 ) -> dict[str, Any]:
-    """A one-player game: the agent's mean return over `games` games."""
+    """A one-player game: the agent's mean and median return over `games` games, the game's
+    own figures' means (2048: the share of games reaching each tile) and the time a move took
+    (games in parallel: the wall time over every game's moves)."""
     env = loaded.env
     if vs is not None:
         raise ConfigError(f"--vs is for two-player games; {env.name!r} has one player")
     if opening_moves:
         raise ConfigError(f"--opening-moves is for two-player games; {env.name!r} has one player")
+    start = time.perf_counter()
     r = play_match(env, loaded.agent, None, key, num_games=games, max_steps=max_steps)
+    seconds = time.perf_counter() - start
     return {
         "run": run,
         "agent": loaded.agent.name,
         "env": env.name,
         "games": r.num_games,
         "mean_return": r.mean_return_a,
+        "median_return": float(np.median(np.asarray(r.returns)[:, 0])),
+        **{name: float(np.mean(values)) for name, values in r.stats.items()},
         "mean_length": r.mean_length,
+        "ms_per_move": 1000 * seconds / max(1, int(np.sum(r.lengths))),
         # ended by a time limit (the environment's, e.g. Pendulum's 200 steps, or --max-steps)
         "truncated": r.num_truncated,
     }
@@ -265,6 +274,7 @@ NOTES = {
     "agent_illegal_moves": "the agent's own",
     "error_rate": "millipoints of equity lost a move, at the judge's ply",
     "score": "points a game: a win 1, a draw 0.5",
+    "ms_per_move": "wall time over every move of the games played at once",
 }
 
 
@@ -280,7 +290,8 @@ def verdict(out: Mapping[str, Any]) -> str | None:
             f"{out['games']} games (W/D/L {out['wins']}/{out['draws']}/{out['losses']})"
         )
     if "mean_return" in out:
-        return f"mean return {out['mean_return']:.4g} over {out['games']} games"
+        median = f" (median {_figure(out['median_return'])})" if "median_return" in out else ""
+        return f"mean return {_figure(out['mean_return'])}{median} over {out['games']} games"
     if "accuracy_result" in out:
         return (
             f"keeps the game's value in {out['accuracy_result']:.2%} of {out['positions']:,} "
@@ -292,6 +303,12 @@ def verdict(out: Mapping[str, Any]) -> str | None:
             f"positions (lower is better)"
         )
     return None
+
+
+def _figure(x: float) -> str:
+    """A return as a person reads it: whole and grouped from 1,000 up (2048's 33,261), else
+    four significant digits."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
 def eval_lines(out: Mapping[str, Any]) -> Iterator[str]:

@@ -10,6 +10,8 @@ a split step equals pgx's step exactly; the tests compare them).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -20,6 +22,7 @@ import pgx.play2048 as p2048
 from turbozero.config import register_preset
 from turbozero.envs.pgx import ChanceRules
 from turbozero.gamespec import LETTERS, Board, GameSpec, Page, register_game
+from turbozero.td.rules import SoloRules
 from turbozero.types import Array, PRNGKey
 
 if TYPE_CHECKING:
@@ -87,13 +90,105 @@ def sample(state: p2048.State, key: PRNGKey) -> Array:
 
 def stats(state: p2048.State) -> dict[str, Array]:
     """A game's figures (`Env.episode_stats`): its largest tile, and whether it reached the
-    1024 and 2048 tiles (1.0 or 0.0). pgx's board holds each tile's log2 (0 for empty)."""
+    1024, 2048, 4096 and 8192 tiles (1.0 or 0.0), as players count a game's strength. pgx's
+    board holds each tile's log2 (0 for empty)."""
     top = jnp.max(state._board)
-    return {
-        "max_tile": jnp.where(top > 0, 2.0**top, 0.0).astype(jnp.float32),
-        "reached_1024": (top >= 10).astype(jnp.float32),
-        "reached_2048": (top >= 11).astype(jnp.float32),
-    }
+    reached = {f"reached_{2**e}": (top >= e).astype(jnp.float32) for e in (10, 11, 12, 13)}
+    return {"max_tile": jnp.where(top > 0, 2.0**top, 0.0).astype(jnp.float32), **reached}
+
+
+# -- afterstates, for TD learning --------------------------------------------------------------
+
+#: a cell's exponents in the slide table: 0 (empty) to 17 (131,072, the largest tile that fits)
+_EXPONENTS = 18
+#: the n-tuple network's groups of cells (row-major), Szubert and Jaskowski's and Yeh's four
+#: 6-tuples: two straight 2x3 blocks and two bent ones, shared across the board's 8 symmetries
+TUPLES = ((0, 1, 2, 3, 4, 5), (4, 5, 6, 7, 8, 9), (0, 1, 2, 4, 5, 6), (4, 5, 6, 8, 9, 10))
+
+
+def _slide_row(row: Sequence[int]) -> tuple[list[int], int]:
+    """One row of exponents slid and merged towards its first cell, and the merges' points."""
+    tiles = [int(t) for t in row if t]
+    out: list[int] = []
+    points, i = 0, 0
+    while i < len(tiles):
+        if i + 1 < len(tiles) and tiles[i] == tiles[i + 1]:
+            out.append(min(tiles[i] + 1, _EXPONENTS - 1))
+            points += 2 ** (tiles[i] + 1)
+            i += 2
+        else:
+            out.append(tiles[i])
+            i += 1
+    return out + [0] * (len(row) - len(out)), points
+
+
+@functools.cache
+def _row_table() -> tuple[np.ndarray, np.ndarray]:
+    """Every row of four exponents (code: `sum(e_i * 18**i)`) slid left: the rows `[18**4, 4]`
+    and their points `[18**4]` (a pure function of the rules, kept once built)."""
+    codes = np.arange(_EXPONENTS**4)
+    rows = np.stack([(codes // _EXPONENTS**i) % _EXPONENTS for i in range(4)], axis=1)
+    slid = [_slide_row(r) for r in rows.tolist()]
+    new = np.array([s[0] for s in slid], np.int32)
+    return new, np.array([s[1] for s in slid], np.float32)
+
+
+def _square_symmetries(side: int) -> np.ndarray:
+    """`[8, side**2]` the cell permutations of a square board's symmetries, identity first."""
+    cells = np.arange(side * side).reshape(side, side)
+    return np.stack(
+        [p.ravel() for k in range(4) for p in (np.rot90(cells, k), np.rot90(cells, k).T)]
+    )
+
+
+def solo_rules() -> SoloRules:
+    """2048 for the TD learner (`GameSpec.afterstates`): a move slides and merges (pgx's
+    `decide`, by a table of every row), its reward the merges' points; chance then places a 2
+    (p = 0.9) or a 4 on an empty cell, as pgx does."""
+    # (numpy here, constants when traced: building the rules starts no JAX backend)
+    new_rows, row_points = _row_table()
+    cells = np.arange(16).reshape(4, 4)
+    view = np.stack([np.rot90(cells, a).ravel() for a in range(4)])  # action a slides left
+    back = np.argsort(view, axis=1)
+    powers = (_EXPONENTS ** np.arange(4)).astype(np.int32)
+
+    def moves(board: Array) -> tuple[Array, Array, Array]:
+        codes = (board[view].reshape(4, 4, 4) * powers).sum(-1)  # [actions, rows]
+        slid = jnp.asarray(new_rows)[codes].reshape(4, 16)
+        after = jnp.take_along_axis(slid, back, axis=1)
+        return after, jnp.asarray(row_points)[codes].sum(-1), (after != board).any(-1)
+
+    def chance(after: Array, key: PRNGKey) -> Array:
+        k_cell, k_tile = jax.random.split(key)
+        empty = after == 0
+        cell = jax.random.categorical(k_cell, jnp.where(empty, 0.0, -jnp.inf))
+        tile = jnp.where(jax.random.uniform(k_tile) < 0.1, 2, 1).astype(after.dtype)
+        return jnp.where(empty.any(), after.at[cell].set(tile), after)
+
+    def outcomes(after: Array) -> tuple[Array, Array]:
+        empty = (after == 0).astype(jnp.float32)
+        share = empty / jnp.maximum(empty.sum(), 1.0)
+        boards = jnp.concatenate(
+            [jax.vmap(lambda c, t=t: after.at[c].set(t))(jnp.arange(16)) for t in (1, 2)]
+        )
+        return boards.astype(after.dtype), jnp.concatenate([0.9 * share, 0.1 * share])
+
+    def start(key: PRNGKey) -> Array:
+        k1, k2 = jax.random.split(key)
+        return chance(chance(jnp.zeros(16, jnp.int32), k1), k2)
+
+    return SoloRules(
+        num_actions=4,
+        cell_values=16,
+        symmetries=_square_symmetries(4),
+        tuples=TUPLES,
+        value_scale=1000.0,
+        start=start,
+        moves=moves,
+        chance=chance,
+        outcomes=outcomes,
+        state_board=lambda state: state._board,
+    )
 
 
 # -- the play page -----------------------------------------------------------------------------
@@ -137,6 +232,7 @@ GAME = register_game(
         board=Board(label=_direction_label, outcome_label=_tile_label),
         stochastic=True,
         chance=chance_rules,
+        afterstates=solo_rules,
         episode_stats=lambda: stats,
         page=Page(chance_cell=chance_cell, view=view),
     )
@@ -144,10 +240,11 @@ GAME = register_game(
 
 
 register_preset(
-    "2048",
-    "2048 (one player), MLP, muzero_puct with min-max normalised Q, chance nodes for the new "
-    "tiles (search.chance=sampled: one tile drawn per edge instead), the search's best move in "
-    "self-play, value target half the search's root value; reports the largest tile",
+    "2048_alphazero",
+    "2048 (one player) by AlphaZero: MLP, muzero_puct with min-max normalised Q, chance nodes "
+    "for the new tiles (search.chance=sampled: one tile drawn per edge instead), the search's "
+    "best move in self-play, value target half the search's root value; reports the largest "
+    "tile (the `2048` preset, TD learning, is far stronger for the time: docs/benchmarks.md)",
     algorithm="alphazero",
     # about 2 minutes on 2 cores: two evaluations of 32 games (games cut at 640 moves)
     quick=(
@@ -182,5 +279,33 @@ register_preset(
         "learning_rate": 1e-3,
         "ema_decay": 0.0,
         "overlap": False,
+    },
+)
+
+
+register_preset(
+    "2048",
+    "2048 (one player) by TD learning over afterstates, Szubert and Jaskowski's method: an "
+    "n-tuple network (four 6-cell tuples shared across the board's 8 symmetries) rates the "
+    "board each move leaves before its new tile, 256 games at once, one update a move; "
+    "55 minutes on a 2-core CPU; evaluated over 1,000 games at 1 ply (`eval --depth 1` also "
+    "weighs every new tile and the best reply to it)",
+    algorithm="td",
+    # about 95 s on 2 cores: two evaluations of 100 games (a mean score near 26,000)
+    quick=("num_epochs=6", "eval_every=3", "eval_games=100", "max_wall_seconds=240"),
+    settings={
+        "env": "2048",
+        "value_net": "ntuple",
+        "learning_rate": 0.25,  # the n-tuple network's step: a quarter of a board's TD error
+        "num_games": 256,
+        "steps_per_epoch": 5000,
+        "num_epochs": 10_000,
+        "max_wall_seconds": 3300.0,  # the issue's hour, with the last evaluation inside it
+        "checkpoint_every": 50,  # (about every 6 minutes)
+        "keep_checkpoints": 2,  # (each holds two 268 MB networks: the latest and the best)
+        "eval_every": 100,  # (about every 12 minutes; 1,000 games took about a minute)
+        "eval_games": 1000,
+        "eval_opponents": (),
+        "eval_accuracy": False,
     },
 )

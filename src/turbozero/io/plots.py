@@ -73,10 +73,12 @@ def strength_series(
         panels["score (win + draw/2)"] = score
     if "elo" in keys:
         panels["Elo (random = 0)"] = {"Elo": "elo"}
+    # (the agent's own return is its search's where its network alone is drawn beside it)
+    played = "searched" if "eval/network/return" in keys else "agent"
     returns = {
         label: key
         for label, key in (
-            ("searched", "eval/return"),
+            (played, "eval/return"),
             ("network alone", "eval/network/return"),
             ("random policy", "eval/random/return"),
         )
@@ -84,6 +86,12 @@ def strength_series(
     }
     if returns:
         panels["mean return"] = returns
+    reached = sorted(
+        (k for k in keys if k.startswith("eval/reached_") and k.endswith("/mean")),
+        key=lambda k: float(k[13:-5]) if k[13:-5].isdigit() else math.inf,
+    )
+    if reached:  # a game's milestones (2048's tiles), as the share of games reaching each
+        panels["share of games reaching"] = {k[13:-5]: k for k in reached}
     return panels
 
 
@@ -106,7 +114,9 @@ def accuracy_limits(values: list[float]) -> tuple[float, float]:
 
 def _last(value: float, fraction: bool) -> str:
     # (two decimals: at one, 2 mistakes in 4,520 positions read as 100.0%)
-    return f" ({value:.2%} last)" if fraction else f" ({value:.4g} last)"
+    if fraction:
+        return f" ({value:.2%} last)"
+    return f" ({value:,.0f} last)" if abs(value) >= 1000 else f" ({value:.4g} last)"
 
 
 def plot_strength(rows: list[dict[str, Any]], path: Path, judge: Judge | None = None) -> bool:

@@ -502,13 +502,15 @@ def serve(
     engine: str | None = None,
     game_id: str | None = None,
     seed: int | None = None,
+    depth: int | None = None,
 ) -> None:
     """Load the agent of run `path` and serve a game against it until interrupted (Ctrl-C);
     `trust` as for `turbozero.load_agent`. With `engine` and `game_id` instead of `path`, the
     engine (`engine_side`) takes the agent's seat; engines that must run on the main thread
     (gnubg looking ahead) are served from it while the page runs on another. `seed` fixes the
     games' keys (the dice, the new tiles, the agent's sampling); None draws a new one each
-    start (`fresh_seed`), said on the ready line so that a session can be replayed."""
+    start (`fresh_seed`), said on the ready line so that a session can be replayed. `depth`: a
+    TD agent's look-ahead in a one-player game (`turbozero.load_agent`'s)."""
     import webbrowser
 
     if seed is not None and not (isinstance(seed, int) and 0 <= seed < 2**31):
@@ -518,7 +520,9 @@ def serve(
     if engine is not None:
         loaded: Any = engine_side(str(game_id), engine)
     else:
-        loaded = turbozero.load_agent(str(path), num_simulations, which=which, trust=trust)
+        loaded = turbozero.load_agent(
+            str(path), num_simulations, which=which, trust=trust, depth=depth
+        )
     start = time.perf_counter()
     print(f"turbozero play: {loaded.env.name}; compiling the agent ...", flush=True)
     seed = fresh_seed() if seed is None else seed

@@ -31,7 +31,8 @@ from turbozero.gamespec import game_spec
 from turbozero.nets.mlp import dense_layers
 from turbozero.struct import pytree_bytes
 from turbozero.td.config import TDConfig
-from turbozero.td.rules import TDRules
+from turbozero.td.rules import SoloRules, TDRules
+from turbozero.td.solo import SoloTD, make_solo, solo_agent
 from turbozero.types import Array, Params, PRNGKey, PyTree
 
 #: a double's second half is played in this share of the batch's slots (a sixth of rolls are
@@ -221,11 +222,14 @@ def train_steps(
     return jax.lax.scan(body, state, None, length=steps)
 
 
-def make_td(config: TDConfig) -> TD:
-    """The TD learner of `config` (its game's `TDRules`, network and optimiser)."""
+def make_td(config: TDConfig) -> TD | SoloTD:
+    """The TD learner of `config`: its game's `TDRules`, network and optimiser, or, for a game
+    whose file gives `SoloRules` (2048), the one-player learner (`turbozero.td.solo`)."""
     spec = game_spec(config.env)
     assert spec is not None and spec.afterstates is not None  # (TDConfig.validate says so)
     rules = spec.afterstates()
+    if isinstance(rules, SoloRules):
+        return make_solo(config, rules)
     net = ValueNet(hidden=tuple(config.hidden), num_results=len(rules.results))
     optimizer = optax.adam(config.learning_rate)
     return TD(
@@ -256,14 +260,14 @@ class CheckpointState(NamedTuple):
     eval_key: PRNGKey
 
 
-def initial_checkpoint(td: TD) -> CheckpointState:
+def initial_checkpoint(td: TD | SoloTD) -> CheckpointState:
     """The state a run starts from (`jit` it)."""
     eval_key, key = jax.random.split(jax.random.PRNGKey(td.config.seed))
     learner = td.init(key)
     return CheckpointState(learner, learner.params, jnp.float32(-jnp.inf), eval_key)
 
 
-def abstract_checkpoint(td: TD) -> Any:
+def abstract_checkpoint(td: TD | SoloTD) -> Any:
     """Shapes and dtypes of a run's `CheckpointState` (nothing computed); to restore into."""
     return jax.eval_shape(functools.partial(initial_checkpoint, td))
 
@@ -280,11 +284,14 @@ def keep_best(ckpt: CheckpointState, points: float) -> CheckpointState:
 
 def epoch_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """An epoch's row of `train`'s metrics (`[steps]` leaves): the mean `loss` and the `games`
-    finished."""
-    return {
-        "loss": float(np.mean(np.asarray(metrics["loss"]))),
-        "games": float(np.sum(np.asarray(metrics["games"]))),
-    }
+    finished; a one-player game's `episode_return`, the mean score of those games (NaN where
+    none finished)."""
+    games = float(np.sum(np.asarray(metrics["games"])))
+    row = {"loss": float(np.mean(np.asarray(metrics["loss"]))), "games": games}
+    if "returns" in metrics:
+        total = float(np.sum(np.asarray(metrics["returns"])))
+        row["episode_return"] = total / games if games else float("nan")
+    return row
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -327,9 +334,15 @@ def rating_bytes(td: TD, afterstates: int) -> int:
     return 4 * afterstates * width
 
 
-def training_bytes(td: TD) -> int:
+def training_bytes(td: TD | SoloTD) -> int:
     """Bytes one training step works in beside the state (shapes only): every game's turn
-    listed and rated, twice over for a roll played twice, and the gradient's activations."""
+    listed and rated, twice over for a roll played twice, and the gradient's activations (a
+    one-player game: every move's afterstate and its weights read, twice over)."""
+    if isinstance(td, SoloTD):
+        after = jax.eval_shape(
+            td.rules.moves, jax.eval_shape(td.rules.start, jax.random.PRNGKey(0))
+        )
+        return 2 * td.config.num_games * (pytree_bytes(after) + 4 * after[0].shape[0] * 64)
     rules = td.rules
     dice = jax.eval_shape(rules.roll, jax.random.PRNGKey(0))
     plays = jax.eval_shape(rules.plays, rules.start, jnp.zeros(dice.shape, dice.dtype))
@@ -338,6 +351,12 @@ def training_bytes(td: TD) -> int:
     return 2 * B * per_game + 3 * rating_bytes(td, B)
 
 
-def td_agent(td: TD, env: Env, params: Params, *, name: str = "td") -> Agent:
-    """An agent playing `env` (the game `td` learns) with the value network `params`."""
+def td_agent(
+    td: TD | SoloTD, env: Env, params: Params, *, name: str = "td", depth: int | None = None
+) -> Agent:
+    """An agent playing `env` (the game `td` learns) with the value network `params`; a
+    one-player game's looks `depth` chance layers ahead (default: the config's `eval_depth`)."""
+    if isinstance(td, SoloTD):
+        depth = td.config.eval_depth if depth is None else depth
+        return solo_agent(td, env, params, depth=depth, name=name)
     return make_agent(TDPolicy(td, env.num_actions), params, name=name)

@@ -16,11 +16,18 @@ from turbozero.arena.agents import LoadedAgent
 from turbozero.io.checkpoint import check_which, restore_checkpoint
 from turbozero.io.experiment import read_run_config
 from turbozero.io.rundir import find_run_dir
+from turbozero.td.config import MAX_DEPTH
 from turbozero.td.learner import abstract_checkpoint, make_td, td_agent
+from turbozero.td.solo import SoloTD
+from turbozero.validate import check_count
 
 
 def load_agent(
-    path: str | os.PathLike[str], *, which: str = "best", step: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    which: str = "best",
+    step: int | None = None,
+    depth: int | None = None,
 ) -> LoadedAgent:
     """Restore a TD agent from a run directory written by `train_td`.
 
@@ -30,20 +37,31 @@ def load_agent(
             opponent; the latest before any evaluation) or "latest" (the one being trained at
             the checkpoint).
         step: checkpoint step (epoch) to load; None takes the newest.
+        depth: a one-player game's (2048's) chance layers looked ahead at play, 0 (1 ply) to
+            `MAX_DEPTH`; None: the run's `eval_depth`.
 
     Raises:
         FileNotFoundError: no run directory or no checkpoint in it.
-        ValueError: not a TD run, or `which` out of range.
+        ValueError: not a TD run, `which` or `depth` out of range, or a depth for a two-player
+            game.
     """
 
     check_which(which)
+    if depth is not None:
+        depth = check_count("depth", depth, low=0, high=MAX_DEPTH)
     run = find_run_dir(path)
     config, _ = read_run_config(run, "td")
     td = make_td(config)
+    if depth is not None and not isinstance(td, SoloTD):
+        raise ValueError(
+            f"depth is for one-player games with chance (2048); {config.env!r} is a "
+            "two-player game, whose TD agent plays at 1 ply"
+        )
     ckpt, _, step = restore_checkpoint(run.checkpoints, abstract_checkpoint(td), step=step)
     # (before its first evaluation a run has no best: its network as trained so far)
     evaluated = bool(np.isfinite(np.asarray(ckpt.best_points)))
     params = ckpt.best_params if which == "best" and evaluated else ckpt.learner.params
     env = turbozero.envs.make(config.env)
-    agent = td_agent(td, env, params, name=f"td:{config.env}:{which}@{step}")
+    name = f"td:{config.env}:{which}@{step}" + (f":depth{depth}" if depth else "")
+    agent = td_agent(td, env, params, name=name, depth=depth)
     return LoadedAgent(agent, env, config, run.path, step, "td")

@@ -1,8 +1,12 @@
-"""`TDRules`: what the TD learner needs of a game, from the game's file (`GameSpec.afterstates`).
+"""What the TD learner needs of a game, from the game's file (`GameSpec.afterstates`): `TDRules`
+for a two-player dice game, `SoloRules` for a one-player game with rewards and chance after the
+move (2048).
 
-The learner plays whole turns on the game's own board array (not through `Env.step`): the mover
-lists its plays for the dice, keeps the one whose afterstate (the position it leaves, the
-opponent to roll) its value function rates best, and the board is turned to the opponent's side.
+Either way the learner plays on the game's own board array (not through `Env.step`). With
+`TDRules` the mover lists its plays for the dice, keeps the one whose afterstate (the position
+it leaves, the opponent to roll) its value function rates best, and the board is turned to the
+opponent's side; with `SoloRules` the player keeps the move of highest reward plus afterstate
+value, and chance acts on the afterstate.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ class TDRules(NamedTuple):
         num_features: `F`.
         results: `R` points of a finished game for the player who just moved, ascending and
             symmetric (a loss of x is the opponent's win of x): the value head's classes.
-        start: the starting board, from the side of the player to move.
+        start: the starting board, from the side of the player to move (a NumPy or JAX array).
         roll: `roll(key) -> dice [2]`, the mover's roll.
         plays: `plays(board, dice) -> (boards [N, *], first actions [N], valid [N])`: every
             way to play the dice (a half turn where `again`), the board after each.
@@ -38,7 +42,7 @@ class TDRules(NamedTuple):
 
     num_features: int
     results: tuple[float, ...]
-    start: Array
+    start: Any
     roll: Callable[[PRNGKey], Array]
     plays: Callable[[Array, Array], tuple[Array, Array, Array]]
     again: Callable[[Array], Array]
@@ -47,3 +51,39 @@ class TDRules(NamedTuple):
     flip: Callable[[Array], Array]
     state_plays: Callable[[Any], tuple[Array, Array, Array]]
     no_move: int
+
+
+class SoloRules(NamedTuple):
+    """A one-player game whose moves earn rewards and whose chance falls after the move (2048's
+    new tile), for `turbozero.td` in JAX. A board is `[C]` small integers (shape letters: `C`
+    cells, `A` actions, `K` chance outcomes, `S` symmetries).
+
+    The learner rates afterstates (a move's result before chance acts) by the rewards still to
+    come, picks the move of highest reward plus value, and lets chance place what it places.
+
+    Attributes:
+        num_actions: `A`, the `Env`'s actions (a move is its action's index).
+        cell_values: each cell holds 0 .. `cell_values - 1` for the n-tuple network (a larger
+            value is read as the largest).
+        symmetries: `[S, C]` int cell permutations under which values are the same (the first
+            the identity): the n-tuple network shares its tables across them.
+        tuples: the n-tuple network's default groups of cells.
+        value_scale: the rewards' size, the MLP's output unit (2048: 1,000 points).
+        start: `start(key) -> [C]` a new game's board.
+        moves: `moves(board [C]) -> (afterstates [A, C], rewards [A], valid [A])`.
+        chance: `chance(afterstate [C], key) -> [C]` the board chance leaves.
+        outcomes: `outcomes(afterstate [C]) -> (boards [K, C], probabilities [K])`, every
+            board chance may leave (probability 0 where it cannot): the expectimax's.
+        state_board: `state_board(env_state) -> [C]` the board of a state of the game's `Env`.
+    """
+
+    num_actions: int
+    cell_values: int
+    symmetries: Any
+    tuples: tuple[tuple[int, ...], ...]
+    value_scale: float
+    start: Callable[[PRNGKey], Array]
+    moves: Callable[[Array], tuple[Array, Array, Array]]
+    chance: Callable[[Array, PRNGKey], Array]
+    outcomes: Callable[[Array], tuple[Array, Array]]
+    state_board: Callable[[Any], Array]

@@ -4,20 +4,30 @@ Each epoch runs `steps_per_epoch` turns of every game in one compiled call. Ever
 epochs (and when the run stops) the network plays `eval_games` games against each of
 `eval_opponents` (colours alternating) and, with `eval_accuracy`, is judged by the game's
 move-quality measure (backgammon: gnubg's error rate); the network with the most points a game
-against the first opponent is kept as the best. A checkpoint holds `CheckpointState`
-(`turbozero.td.learner`), so a resumed run continues exactly; Ctrl-C or SIGTERM finishes the
-epoch, saves and returns.
+against the first opponent is kept as the best. A one-player game (2048) plays `eval_games`
+games alone, `eval_depth` chance layers ahead, and keeps the network of the best mean score. A
+checkpoint holds `CheckpointState` (`turbozero.td.learner`), so a resumed run continues
+exactly; Ctrl-C or SIGTERM finishes the epoch, saves and returns.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 import turbozero.envs
-from turbozero.arena.match import match_memory_bytes, play_match, play_opponents, random_scores
+from turbozero.arena.agents import random_agent
+from turbozero.arena.match import (
+    MatchResult,
+    match_memory_bytes,
+    play_match,
+    play_opponents,
+    random_scores,
+)
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page, write_records
 from turbozero.gamespec import game_spec
@@ -32,11 +42,14 @@ from turbozero.td.learner import (
     td_agent,
     training_bytes,
 )
+from turbozero.td.solo import SoloTD
 
 ALGORITHM = "td"
 #: an evaluation game's moves recorded (for RUN/games/latest.html) up to this many: far past
 #: any game's end (a backgammon game takes a few hundred of pgx's single-die moves)
 RECORDED_MOVES = 10_000
+#: a one-player game's recorded games, likewise (2048 games reaching 16384 take about 8,000)
+SOLO_RECORDED_MOVES = 20_000
 #: settings a resumed TD run may change, from its groups (`TDConfig.RESUME_MAY_CHANGE` and the
 #: shared ones'): where it stops and logs, its checkpoints, and its evaluation's size and schedule
 RESUME_MAY_CHANGE = TDConfig.resume_may_change()
@@ -76,15 +89,23 @@ class TDRun(RunHooks):
         a step's and an evaluation match's work."""
         games, agent = self.config.eval_games, self.agent
         matches = [match_memory_bytes(self.env, [agent, o], games) for o in self.opponents.values()]
+        if self.num_players == 1:
+            matches.append(match_memory_bytes(self.env, [agent], games))
         what = "the TD run (network, Adam, the games and an evaluation's or a step's work)"
         nbytes = 2 * self.state_bytes() + max(training_bytes(self.td), *matches)
         return nbytes, what, "lower num_games, hidden or eval_games"
 
     def describe(self) -> str:
         cfg = self.config
+        if isinstance(self.td, SoloTD) and cfg.value_net == "ntuple":
+            tuples = cfg.ntuples or self.td.rules.tuples
+            net = f"n-tuple network ({len(tuples)} tuples of {len(tuples[0])} cells)"
+        else:
+            net = f"value net {tuple(cfg.hidden)}"
+        depth = f", play {cfg.eval_depth} chance layers ahead" if cfg.eval_depth else ""
         return (
-            f"{cfg.num_games} games x {cfg.steps_per_epoch} turns/epoch, value net "
-            f"{tuple(cfg.hidden)}, {cfg.num_epochs} epochs"
+            f"{cfg.num_games} games x {cfg.steps_per_epoch} turns/epoch, {net}, "
+            f"{cfg.num_epochs} epochs{depth}"
         )
 
     def start(self, run: Run) -> None:
@@ -111,6 +132,10 @@ class TDRun(RunHooks):
         cfg = self.config
         eval_key, key = jax.random.split(state.eval_key)
         agent = self.agent.replace(params=state.learner.params)
+        if self.num_players == 1:
+            row = self.solo_evaluation(agent, key)
+            state = keep_best(state._replace(eval_key=eval_key), row["eval/score"])
+            return state, {**row, "best_score": float(state.best_points)}
         row, results = play_opponents(
             self.env, agent, self.opponents, key, games=cfg.eval_games, judge=self.judge,
             positions=self.positions, max_steps=RECORDED_MOVES,
@@ -136,6 +161,48 @@ class TDRun(RunHooks):
         points = row[f"eval/{cfg.eval_opponents[0]}/points"]
         state = keep_best(state._replace(eval_key=eval_key), points)
         return state, {**row, "best_points": float(state.best_points)}
+
+    def solo_evaluation(self, agent: Any, key: Any) -> dict[str, Any]:
+        """A one-player game's evaluation: `eval_games` games played to their end, their mean
+        and median score, the game's figures (2048: the share reaching each tile), the time a
+        move took, and the random policy's mean score beside them (played once)."""
+        cfg = self.config
+        start = time.perf_counter()
+        r = play_match(self.env, agent, None, key, num_games=cfg.eval_games)
+        seconds = time.perf_counter() - start
+        scores = np.asarray(r.returns)[:, 0]
+        row: dict[str, Any] = {
+            "eval/return": float(r.mean_return_a),
+            "eval/score": float(r.mean_return_a),
+            "eval/return_median": float(np.median(scores)),
+            "eval/ms_per_move": 1000 * seconds / max(1, int(np.sum(r.lengths))),
+        }
+        for name, values in r.stats.items():  # (the game's figures: 2048's tiles reached)
+            row[f"eval/{name}/mean"] = float(values.mean())
+            row[f"eval/{name}/max"] = float(values.max())
+        if self.final_evaluation and self.games_dir and cfg.eval_record_games:
+            self.write_solo_records(agent, key)
+        if self.baseline is None:  # (from a key of the seed: the run's own keys untouched)
+            k = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 7)
+            randomly = play_match(
+                self.env, random_agent(self.env), None, k, num_games=cfg.eval_games
+            )
+            self.baseline = {"eval/random/return": float(randomly.mean_return_a)}
+        row.update(self.baseline)
+        return row
+
+    def write_solo_records(self, agent: Any, key: Any) -> None:
+        """RUN/games/latest.html: `eval_record_games` games of the evaluation's agent, their
+        moves recorded (games of their own: the evaluation's run unrecorded, to their end)."""
+        if self.games_dir is None or not self.env.render_svg:
+            return
+        games = self.config.eval_record_games
+        recorded: MatchResult = play_match(
+            self.env, agent, None, jax.random.fold_in(key, 1), num_games=games,
+            max_steps=SOLO_RECORDED_MOVES,
+        )  # fmt: skip
+        title = f"{self.env.name}: td"
+        write_records(self.games_dir, records_page(self.env, {"solo": recorded}, games, title))
 
     def progress(self, state: CheckpointState, epoch: int) -> dict[str, Any]:
         """The turns played and the best network's points: the summary holds them beside

@@ -177,15 +177,15 @@ def test_the_expectimax_is_the_enumeration_of_chance(positions):
 
 
 def test_self_play_learns_to_score_beyond_random():
-    """A few seconds of the preset's network (256 games, 1,600 moves each) and the games that
-    end in the second half score several times random play's 1,100 (about 10,000; greedy play
-    on the merges' points alone, the learner's play without values, about 2,300)."""
-    td = make_td(dataclasses.replace(TINY, ntuples=(), num_games=256))
+    """A few seconds of learning (256 games, 1,600 moves each, the small network) and the games
+    that end in the second half score several times random play's 1,100 (about 4,300; greedy
+    play on the merges' points alone, the learner's play without values, about 2,300)."""
+    td = make_td(dataclasses.replace(TINY, num_games=256))
     state = td.init(jax.random.PRNGKey(0))
     state, _ = td.train(state, 800)
     state, metrics = td.train(state, 800)
     games = float(np.sum(metrics["games"]))
-    assert games > 50 and float(np.sum(metrics["returns"])) / games > 5000
+    assert games > 100 and float(np.sum(metrics["returns"])) / games > 3300
 
 
 def test_the_mlp_value_function_learns_too():

@@ -268,6 +268,9 @@ def test_the_agent_looks_ahead_by_depth_from_load_and_the_cli(runs, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["games"] == 4 and out["agent"].endswith(":depth1") and out["ms_per_move"] > 0
     assert 0 <= out["reached_2048"] <= 1 and out["median_return"] > 0
+    # `play --depth` reaches the loader too (refused here before any server starts)
+    assert main(["play", str(full), "--depth", "3", "--no-browser", "--port", "0"]) == 2
+    assert "depth must be an int >= 0 and <= 2" in capsys.readouterr().err
 
 
 def test_the_play_page_lets_the_agent_play_2048(runs):

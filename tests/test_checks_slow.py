@@ -28,12 +28,17 @@ def test_conformance_check_passes_on_every_advertised_game(game):
 
 
 def _turbozero(*args: str, timeout: int) -> str:
+    return _run(ROOT / ".venv" / "bin" / "turbozero", *args, timeout=timeout)
+
+
+def _bench(script: str, *args: str, timeout: int = 1200) -> str:
+    """`bench/SCRIPT` run with this checkout's Python; its standard output."""
+    return _run(ROOT / ".venv" / "bin" / "python", ROOT / "bench" / script, *args, timeout=timeout)
+
+
+def _run(*command: object, timeout: int) -> str:
     proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "turbozero"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
+        [str(c) for c in command], capture_output=True, text=True, timeout=timeout, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
@@ -130,21 +135,13 @@ def test_bench_chance_measures_a_2048_run_with_its_widening_ablation(tmp_path):
     """`bench/chance.py` as its docstring says, on a short 2048 run (20 s, 8 games in
     parallel): one row with the four agents, the `--widening` agent and their differences
     from the sampled search, and the run kept under `--keep`."""
-    proc = subprocess.run(
-        [
-            str(ROOT / ".venv" / "bin" / "python"),
-            str(ROOT / "bench" / "chance.py"),
-            *("--game", "2048", "--budget", "20", "--games", "4", "--simulations", "4"),
-            *("--widening", "0.5", "--set", "num_games=8", "--keep", str(tmp_path)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        cwd=ROOT,
+    out = _bench(
+        "chance.py",
+        *("--game", "2048", "--budget", "20", "--games", "4", "--simulations", "4"),
+        *("--widening", "0.5", "--set", "num_games=8", "--keep", str(tmp_path)),
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if '"game": "2048"' in line]
-    assert len(rows) == 1, proc.stdout
+    rows = [json.loads(line) for line in out.splitlines() if '"game": "2048"' in line]
+    assert len(rows) == 1, out
     row = rows[0]
     for agent in ("nodes", "nodes_w0.5", "sampled", "network", "random"):
         assert row[agent]["score_low"] <= row[agent]["score"] <= row[agent]["score_high"], row
@@ -158,21 +155,13 @@ def test_bench_chance_measures_a_2048_run_with_its_widening_ablation(tmp_path):
 def test_bench_afterstates_measures_a_2048_td_run_at_both_depths(tmp_path):
     """`bench/afterstates.py` as its docstring says, on a 20-second run: the random policy's
     row, then the TD agent's at 1 ply and with the expectimax, each with its intervals."""
-    proc = subprocess.run(
-        [
-            str(ROOT / ".venv" / "bin" / "python"),
-            str(ROOT / "bench" / "afterstates.py"),
-            *("--budget", "20", "--games", "8", "--deep-games", "2", "--set", "eval_games=8"),
-            *("--set", "eval_every=1", "--keep", str(tmp_path / "run")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        cwd=ROOT,
+    out = _bench(
+        "afterstates.py",
+        *("--budget", "20", "--games", "8", "--deep-games", "2", "--set", "eval_games=8"),
+        *("--set", "eval_every=1", "--keep", str(tmp_path / "run")),
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert [r["agent"] for r in rows] == ["random", "td depth 0", "td depth 1"], proc.stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [r["agent"] for r in rows] == ["random", "td depth 0", "td depth 1"], out
     for r in rows:
         assert r["score_low"] <= r["score"] <= r["score_high"] and r["ms_per_move"] > 0, r
         low, high = r["reached_2048_ci95"]

@@ -20,7 +20,8 @@ from turbozero.games.play2048 import _slide_row, decide, probabilities, resolve,
 from turbozero.td import TDConfig, make_td
 from turbozero.td.ntuple import make_ntuple, ntuple_init, ntuple_update, ntuple_value
 from turbozero.td.solo import action_values
-from turbozero.td.train import train_td
+
+from . import assert_same_learner, full_and_resumed
 
 #: a small network (two 4-cell tuples: 131,072 weights) so the suite's runs stay light
 SMALL = ((0, 1, 2, 3), (4, 5, 6, 7))
@@ -217,21 +218,12 @@ def test_bad_settings_are_refused_by_name():
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The tiny run in one go (recording one game), and stopped after one epoch then resumed."""
-    root = tmp_path_factory.mktemp("td2048")
-    full, split = root / "full", root / "split"
-    train_td(dataclasses.replace(TINY, eval_record_games=1), full, progress=False)
-    train_td(TINY, split, num_epochs=1, progress=False)
-    train_td(TINY, split, resume=True, progress=False)
-    return full, split
+    recorded = dataclasses.replace(TINY, eval_record_games=1)
+    return full_and_resumed(recorded, TINY, tmp_path_factory.mktemp("td2048"))
 
 
 def test_a_resumed_run_ends_as_the_uninterrupted_one(runs):
-    full, split = runs
-    from turbozero.td.load import load_agent
-
-    a, b = load_agent(full, which="latest"), load_agent(split, which="latest")
-    for x, y in zip(jax.tree.leaves(a.agent.params), jax.tree.leaves(b.agent.params), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert_same_learner(*runs)
 
 
 def test_a_run_reports_scores_as_players_count_them(runs):

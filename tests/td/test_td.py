@@ -19,8 +19,9 @@ from turbozero.config import ConfigError
 from turbozero.engines.backgammon import flip, turn_plays
 from turbozero.games.backgammon import START, afterstate_result, dice_plays, jax_flip, state_plays
 from turbozero.td import TDConfig, make_td, td_agent
-from turbozero.td.load import load_agent
 from turbozero.td.train import train_td
+
+from . import assert_same_learner, full_and_resumed
 
 TINY = TDConfig(
     num_games=8,
@@ -155,20 +156,11 @@ def test_bad_settings_are_refused_by_name():
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The tiny run in one go, and stopped after one epoch then resumed."""
-    root = tmp_path_factory.mktemp("td")
-    full = root / "full"
-    train_td(RECORDED, full, progress=False)
-    split = root / "split"
-    train_td(TINY, split, num_epochs=1, progress=False)
-    train_td(TINY, split, resume=True, progress=False)
-    return full, split
+    return full_and_resumed(RECORDED, TINY, tmp_path_factory.mktemp("td"))
 
 
 def test_a_resumed_run_ends_as_the_uninterrupted_one(runs):
-    full, split = runs
-    a, b = load_agent(full, which="latest"), load_agent(split, which="latest")
-    for x, y in zip(jax.tree.leaves(a.agent.params), jax.tree.leaves(b.agent.params), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert_same_learner(*runs)
 
 
 def test_a_run_logs_its_evaluations_and_loads_as_an_agent(runs):

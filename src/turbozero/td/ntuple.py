@@ -111,8 +111,3 @@ def ntuple_update(
     W = net.reads.shape[0]
     each = jnp.repeat(step * errors / W, W) / reads
     return {"tables": params["tables"].at[index].add(each)}
-
-
-def ntuple_bytes(net: NTupleNet) -> int:
-    """The tables' bytes (float32)."""
-    return 4 * net.size

@@ -75,14 +75,12 @@ class Valuer:
         learn: `learn(params, opt_state, boards [B, C], targets [B], weight [B]) -> (params,
             opt_state, loss)`: one TD update towards `targets` on the rows of `weight` 1; `loss`
             the mean squared error in units of `SoloRules.value_scale`.
-        nbytes: the weights' bytes (and the optimiser's).
     """
 
     kind: str
     init: Callable[[PRNGKey], tuple[Params, Any]]
     value: Callable[[Params, Array], Array]
     learn: Callable[[Params, Any, Array, Array, Array], tuple[Params, Any, Array]]
-    nbytes: int
 
 
 def _mean_square(errors: Array, weight: Array, scale: float) -> Array:
@@ -99,9 +97,8 @@ def ntuple_valuer(net: NTupleNet, step: float, scale: float) -> Valuer:
         return params, opt_state, _mean_square(errors, weight, scale)
 
     return Valuer(
-        "ntuple", lambda key: (ntuple_init(net), ()), functools.partial(ntuple_value, net), learn,
-        4 * net.size,
-    )  # fmt: skip
+        "ntuple", lambda key: (ntuple_init(net), ()), functools.partial(ntuple_value, net), learn
+    )
 
 
 class CellMLP(nn.Module):
@@ -142,9 +139,7 @@ def mlp_valuer(rules: SoloRules, hidden: tuple[int, ...], learning_rate: float) 
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    width = cells * rules.cell_values
-    weights = sum((a + 1) * b for a, b in zip((width, *hidden), (*hidden, 1), strict=True))
-    return Valuer("mlp", init, value, learn, 3 * 4 * weights)
+    return Valuer("mlp", init, value, learn)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -110,6 +110,9 @@ class Page:
         colour_and_points: `(state, player) -> (colour, [[number, x, y], ...])`: the player's
             colour in games that name colours by player, and numbers written over the drawing
             from their side; shared by the page and the game records. None: `(None, [])`.
+        redraw: `(svg) -> svg`: the game's corrections to its environment's drawing of a
+            state (`Env.render_svg`), on the page and in the records (backgammon: the borne-off
+            counts sized to their boxes); None: drawn as is.
     """
 
     move_text: Callable[[Any, int], str] | None = None
@@ -118,6 +121,7 @@ class Page:
     view: Callable[[Any, int], dict[str, Any]] | None = None
     turn_marks: Callable[[list[tuple[Any, int]]], list[list[float]]] | None = None
     colour_and_points: Callable[[Any, int], tuple[str | None, list[list[Any]]]] | None = None
+    redraw: Callable[[str], str] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

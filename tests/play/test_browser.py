@@ -204,3 +204,46 @@ def _last_run(history: list[dict], by: str) -> list[dict]:
     while first > 0 and history[first - 1]["by"] == by:
         first -= 1
     return history[first : last + 1]
+
+
+#: each "×N" count's box and its enclosing box's (the smallest rect holding its left top)
+OFF_MEASURE = """<script>
+const rects = [...document.querySelectorAll('svg rect')].map(r => r.getBoundingClientRect());
+const out = [];
+for (const t of document.querySelectorAll('svg text')) {
+  if (!t.textContent.startsWith('×')) continue;
+  const r = t.getBoundingClientRect();
+  const inside = rects.filter(q => q.left <= r.left && q.right > r.left && q.top <= r.top && q.bottom > r.top);
+  const box = inside.reduce((a, q) => (a && a.width <= q.width ? a : q), null);
+  out.push([r.left, r.top, r.right, r.bottom, box.left, box.top, box.right, box.bottom]);
+}
+const pre = document.createElement('pre'); pre.id = 'measure';
+pre.textContent = JSON.stringify(out); document.body.append(pre);
+</script>"""
+
+
+def test_backgammon_borne_off_counts_lie_inside_their_boxes(tmp_path):
+    """pgx writes "×15" past its box; the game's `Page.redraw` sizes it to fit."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from turbozero.arena.records import fit_svg
+
+    env = turbozero.envs.make("backgammon")
+    state, _ = env.init(jax.random.PRNGKey(0))
+    board = np.zeros(28, np.int32)
+    board[26], board[27], board[0] = 15, -14, -1  # every count two digits wide
+    svg = env.render_svg(state.replace(_board=jnp.asarray(board)))
+    drawing = fit_svg(svg).replace("<svg", '<svg style="width:100%;height:auto"', 1)
+    page = tmp_path / "off.html"
+    page.write_text(
+        f"<html><body><div style='width:800px'>{drawing}</div>{OFF_MEASURE}</body></html>"
+    )
+    dom = run_chromium(tmp_path, page.as_uri(), "--dump-dom")
+    found = re.search(r'<pre id="measure">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    counts = json.loads(html.unescape(found.group(1)))
+    assert len(counts) == 2
+    for left, top, right, bottom, box_left, box_top, box_right, box_bottom in counts:
+        assert box_left <= left and right <= box_right and box_top <= top and bottom <= box_bottom

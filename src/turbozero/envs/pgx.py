@@ -147,7 +147,10 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
         from pgx._src.visualizer import Visualizer  # host side only
 
         state = jax.tree.map(jnp.asarray, state)  # (drawings index with `.at`: jax arrays)
-        return Visualizer(color_theme="light").get_dwg(states=state).tostring()
+        svg: str = Visualizer(color_theme="light").get_dwg(states=state).tostring()
+        spec = game_spec(env_id)
+        redraw = None if spec is None or spec.page is None else spec.page.redraw
+        return svg if redraw is None else redraw(svg)
 
     # pgx's `num_actions` and `observation_shape` each run `init` op by op (a hundred small
     # programs compiled per game); the shapes of a traced `init` say the same

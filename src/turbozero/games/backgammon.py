@@ -17,6 +17,7 @@ changes them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -202,6 +203,18 @@ def view(state: Any, human_player: int) -> dict[str, Any]:
         "the agent's 24-point is your 1-point."
     )
     return out
+
+
+#: the borne-off count's type size: pgx's 34px writes "×15" 12 units past its box's right edge
+#: (measured in Chromium); at 26px it ends 5 units inside
+OFF_FONT = "26px"
+_OFF_COUNT = re.compile(r'(<text[^>]*font-size=")34px("[^>]*>×\d+</text>)')
+
+
+def redraw(svg: str) -> str:
+    """pgx's backgammon drawing with the borne-off counts ("×15") inside their boxes
+    (`Page.redraw`)."""
+    return _OFF_COUNT.sub(rf"\g<1>{OFF_FONT}\g<2>", svg)
 
 
 def off_labels(*, human_black: bool) -> list[list[Any]]:
@@ -433,6 +446,7 @@ GAME_SPEC = register_game(
             view=view,
             turn_marks=turn_marks,
             colour_and_points=colour_and_points,
+            redraw=redraw,
         ),
     )
 )

@@ -17,15 +17,20 @@ bridge), one row each (`measure: "quality"`).
 With `--run DIR` (a backgammon run directory, TD or AlphaZero), its best network plays
 `--run-games` games (default `--games`) against `pubeval` and against `gnubg:0`, a row each
 (`agent`, `algorithm`, `epochs` and `minutes` of its training added), and gets a quality row. A
-TD run plays as it was evaluated in training (each play chosen by its value network); an
-AlphaZero run with its evaluation search (`--simulations N` to change the count), and also gets
-quality rows of its network's policy alone (`a: "network alone"`) and of its search at each of
-`--quality-simulations` counts (default: the count its matches use). The issue's bar: a preset
-trained for at most an hour wins more than half its games against pubeval (the interval above
-0.5).
+TD run plays at each of `--depths` (default 0: each play chosen by its value network; 1: by the
+opponent's best reply to each roll, `turbozero.td.lookahead`), a row set each (`depth`;
+`--gnubg-only` leaves pubeval out); an AlphaZero run with its evaluation search
+(`--simulations N` to change the count), and also gets quality rows of its network's policy
+alone (`a: "network alone"`) and of its search at each of `--quality-simulations` counts
+(default: the count its matches use). The issue's bars: a preset trained for at most an hour
+wins more than half its games against pubeval, and more than half its points against gnubg:0
+(each interval above 0.5).
 
     python bench/engines.py [--games 100] [--seed 0] [--positions 200] [--run DIR]
         [--run-games N] [--simulations N] [--quality-simulations N [N ...]]
+        [--depths 0 1] [--gnubg-only] [--no-ladder]
+
+`--no-ladder` leaves out the engine ladder and the engines' quality rows.
 
 Go (`--go-run DIR`, instead of everything above): a Go run's best network with its evaluation
 search (or `--simulations N`) plays `--games` games against GNU Go at each of `--go-levels`
@@ -130,17 +135,21 @@ def main() -> None:
     parser.add_argument("--go-run", help="a Go run directory: its agent against GNU Go only")
     parser.add_argument("--go-levels", type=int, nargs="+", default=[1])
     parser.add_argument("--opening-moves", type=int, default=2)
+    parser.add_argument("--depths", type=int, nargs="+", default=[0], help="a TD run's, each")
+    parser.add_argument("--gnubg-only", action="store_true", help="the run against gnubg:0 only")
+    parser.add_argument("--no-ladder", action="store_true", help="the run's rows only")
     args = parser.parse_args()
     if args.go_run:
         go_rows(args)
         return
     env = turbozero.envs.make("backgammon")
     emit({"bench": "engines", **machine()})
-    for a, b in LADDER:
-        emit(row(make_opponent(env, a), make_opponent(env, b), env, args.games, args.seed))
     positions = quality_positions(env, args.positions)
-    for name in ("random", "pubeval", "gnubg:0"):
-        emit(quality_row(make_opponent(env, name), env, positions, args.seed))
+    if not args.no_ladder:
+        for a, b in LADDER:
+            emit(row(make_opponent(env, a), make_opponent(env, b), env, args.games, args.seed))
+        for name in ("random", "pubeval", "gnubg:0"):
+            emit(quality_row(make_opponent(env, name), env, positions, args.seed))
     if args.run:
         run_rows(args, env, positions)
 
@@ -159,18 +168,23 @@ def run_rows(args: argparse.Namespace, env: Any, positions: Any) -> None:
         "minutes": round(meta.get("wall_seconds", 0) / 60, 1),
     }
     games = args.run_games or args.games
+    if algorithm == "td":
+        for depth in args.depths:
+            agent = turbozero.load_agent(args.run, depth=depth).agent
+            played = {"agent": args.run, "depth": depth, **trained}
+            for engine in ("gnubg:0", "pubeval")[: 1 if args.gnubg_only else 2]:
+                emit({**row(agent, make_opponent(env, engine), env, games, args.seed), **played})
+            emit({**quality_row(agent, env, positions, args.seed), **played})
+        return
     for engine in ("pubeval", "gnubg:0"):
         out = row(loaded.agent, make_opponent(env, engine), env, games, args.seed)
         emit({**out, "agent": args.run, **trained})
-    if algorithm == "td":
-        emit({**quality_row(loaded.agent, env, positions, args.seed), "agent": args.run, **trained})
-    else:
-        alone = network_agent(env, loaded.az.eval_fn, loaded.params, name="network alone")
-        emit({**quality_row(alone, env, positions, args.seed), "agent": args.run, **trained})
-        for sims in args.quality_simulations or [None]:
-            searched = turbozero.load_agent(args.run, sims).agent if sims else loaded.agent
-            out = quality_row(searched, env, positions, args.seed)
-            emit({**out, "agent": args.run, "simulations": sims, **trained})
+    alone = network_agent(env, loaded.az.eval_fn, loaded.params, name="network alone")
+    emit({**quality_row(alone, env, positions, args.seed), "agent": args.run, **trained})
+    for sims in args.quality_simulations or [None]:
+        searched = turbozero.load_agent(args.run, sims).agent if sims else loaded.agent
+        out = quality_row(searched, env, positions, args.seed)
+        emit({**out, "agent": args.run, "simulations": sims, **trained})
 
 
 if __name__ == "__main__":

@@ -501,7 +501,10 @@ def _add_play(sub: Any) -> None:
 
 
 def _depth(parser: Any) -> None:
-    help = "TD on 2048: chance layers the agent looks ahead, 0 (1 ply) to 2 (default: the run's)"
+    help = (
+        "TD runs: chance layers the agent looks ahead (default: the run's): 2048 0 (1 ply) to 2; "
+        "backgammon 0 or 1 (the opponent's best reply to each roll)"
+    )
     parser.add_argument("--depth", type=int, default=None, help=help)
 
 

@@ -51,6 +51,19 @@ class AlwaysAction:
         return AgentOutput(action, jnp.zeros((batch, self.num_actions)), jnp.zeros(batch))
 
 
+@dataclasses.dataclass(frozen=True)
+class ActingOnly:
+    """`FixedPreference`'s lowest legal move where a match says it moves (`takes_acting`), an
+    illegal -1 elsewhere (the match must not use those)."""
+
+    env: envs.Env
+    takes_acting = True
+
+    def __call__(self, params, states, key, acting=None):
+        out = FixedPreference(self.env)(params, states, key)
+        return out._replace(action=jnp.where(acting, out.action, -1))
+
+
 class CountingEvalFn:
     """A fake network (bias logits) that counts how often it is traced."""
 
@@ -112,6 +125,17 @@ def test_sides_are_swapped_between_halves(tic_tac_toe):
     assert r.a_first.sum() == 4 and r.as_first.games == r.as_second.games == 4
     np.testing.assert_array_equal(r.actions[0], np.where(r.a_first, 0, 8))
     np.testing.assert_array_equal(r.actions[1], np.where(r.a_first, 8, 0))
+
+
+def test_a_policy_that_takes_acting_is_told_the_games_it_moves_in(tic_tac_toe):
+    low = make_agent(FixedPreference(tic_tac_toe), name="low")
+    acting = make_agent(ActingOnly(tic_tac_toe), name="acting")
+    high = make_agent(FixedPreference(tic_tac_toe, highest=True), name="high")
+    key = jax.random.PRNGKey(1)
+    want = play_match(tic_tac_toe, low, high, key, num_games=8, max_steps=9)
+    got = play_match(tic_tac_toe, acting, high, key, num_games=8, max_steps=9)
+    assert got.illegal_moves == 0  # every -1 fell where the other agent moved, or after the end
+    np.testing.assert_array_equal(got.actions, want.actions)
 
 
 def test_perfect_agent_never_loses_to_random_from_either_side(tic_tac_toe):

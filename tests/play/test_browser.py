@@ -213,7 +213,8 @@ const out = [];
 for (const t of document.querySelectorAll('svg text')) {
   if (!t.textContent.startsWith('×')) continue;
   const r = t.getBoundingClientRect();
-  const inside = rects.filter(q => q.left <= r.left && q.right > r.left && q.top <= r.top && q.bottom > r.top);
+  const inside = rects.filter(q =>
+  q.left <= r.left && q.right > r.left && q.top <= r.top && q.bottom > r.top);
   const box = inside.reduce((a, q) => (a && a.width <= q.width ? a : q), null);
   out.push([r.left, r.top, r.right, r.bottom, box.left, box.top, box.right, box.bottom]);
 }

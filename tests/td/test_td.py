@@ -19,6 +19,7 @@ from turbozero.config import ConfigError
 from turbozero.engines.backgammon import flip, turn_plays
 from turbozero.games.backgammon import START, afterstate_result, dice_plays, jax_flip, state_plays
 from turbozero.td import TDConfig, make_td, td_agent
+from turbozero.td.lookahead import TDSearchPolicy
 from turbozero.td.train import train_td
 
 from . import assert_same_learner, full_and_resumed
@@ -215,6 +216,11 @@ def test_the_cli_trains_and_evaluates_a_td_run(runs, tmp_path, capsys):
     assert main(["eval", str(full), "--vs", "random", "--games", "4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["games"] == 4
+    # the 1-ply search over the opponent's rolls (tests/td/test_lookahead.py), loaded
+    searching = turbozero.load_agent(full, depth=1).agent
+    assert isinstance(searching.policy_fn, TDSearchPolicy) and searching.name.endswith(":depth1")
+    assert main(["eval", str(full), "--vs", "random", "--depth", "2"]) == 2
+    assert "depth must be in [0, 1] for 'backgammon'" in capsys.readouterr().err
     assert main(["eval", str(full), "--vs", "random", "--simulations", "4"]) == 2
     assert (
         "is a TD run (its network rates each play; only a one-player game"

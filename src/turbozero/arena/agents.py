@@ -9,7 +9,10 @@ A compiled match therefore depends on the policy function but not on the paramet
 `states` are environment states batched on the leading axis (what `jax.vmap(env.init)` returns,
 e.g. a batched pgx `State`); policies read observations and legal-action masks through the `Env`
 they close over. `key` is consumed. Policies must accept terminal states in the batch (whose
-action masks are unspecified) and return some action for them; the match ignores it.
+action masks are unspecified) and return some action for them; the match ignores it. A policy
+whose work is per state (a search over the candidates in doubt, a host engine) may set
+`takes_acting = True`: a match then calls it with `acting=` `[B]` bool, the games where its
+move is used, and it may skip the others' work (`propose`).
 
 Kinds built here: `random_agent` and `network_agent`; perfect players are in
 `turbozero.arena.perfect`, and search agents (AlphaZero, rollout MCTS) are built on
@@ -79,6 +82,16 @@ class Agent(struct.Struct):
         policy and batch shape (op by op, a search compiles hundreds of small programs on its
         first call and dispatches each op on every call)."""
         return action_program(self.policy_fn)(self.params, states, key)
+
+
+def propose(
+    policy_fn: PolicyFn, params: Params, states: PyTree, key: PRNGKey, acting: Array
+) -> AgentOutput:
+    """`policy_fn`'s output on `states`, told which games' moves are used (`acting` `[B]`
+    bool) where it takes them (`takes_acting`); its output elsewhere is not used."""
+    if getattr(policy_fn, "takes_acting", False):
+        return policy_fn(params, states, key, acting=acting)  # type: ignore[call-arg]
+    return policy_fn(params, states, key)
 
 
 def make_agent(policy_fn: PolicyFn, params: Params = None, *, name: str) -> Agent:

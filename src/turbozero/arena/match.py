@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.agents import Agent, PolicyFn, random_agent, runs_search
+from turbozero.arena.agents import Agent, PolicyFn, propose, random_agent, runs_search
 from turbozero.envs.core import Env
 from turbozero.io.main_thread import serve_main_thread
 from turbozero.io.resources import check_fits_in_memory
@@ -335,10 +335,12 @@ def _match_program(
         def body(c):
             t = c["t"]
             key, key_a, key_b, key_random = jax.random.split(c["key"], 4)
-            proposed = policy_a(params_a, c["state"], key_a).action
             a_moves = c["player"] == player_a
+            going = ~c["done"]
+            proposed = propose(policy_a, params_a, c["state"], key_a, a_moves & going).action
             if two_players:
-                action_b = policy_b(params_b, c["state"], key_b).action
+                action_b = propose(policy_b, params_b, c["state"], key_b, ~a_moves & going)
+                action_b = action_b.action
                 proposed = jnp.where(a_moves, proposed, action_b)
             if continuous:  # one player, float actions: nothing to check or replace
                 action = proposed.astype(jnp.float32).reshape(B, *env.action_shape)

@@ -14,6 +14,7 @@ import dataclasses
 import shlex
 import threading
 from collections.abc import Callable
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +26,7 @@ from turbozero.engines.gnubg import MAX_PLY as MAX_GNUBG_PLY
 from turbozero.engines.gtp import MAX_GNUGO_LEVEL, GTPEngine, gnugo_command
 from turbozero.envs.core import Env
 from turbozero.gamespec import Engine, game_spec
-from turbozero.types import Params, PRNGKey, PyTree
+from turbozero.types import Array, Params, PRNGKey, PyTree
 from turbozero.validate import is_digits
 
 #: `choose(board, plays) -> (index of the play, value for the mover)`
@@ -94,7 +95,8 @@ class TurnPlanner:
         self, boards: np.ndarray, playable: np.ndarray, done: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """`(actions [B] int32, values [B] float32)` for pgx states' `_board` `[B, 28]`,
-        `_playable_dice` `[B, 4]` (0..5, -1 none) and `terminated` `[B]`."""
+        `_playable_dice` `[B, 4]` (0..5, -1 none) and `done` `[B]` (finished, or not the
+        engine's to move: action 0)."""
         boards, playable, done = np.asarray(boards), np.asarray(playable), np.asarray(done)
         actions = np.zeros(boards.shape[0], np.int32)
         values = np.zeros(boards.shape[0], np.float32)
@@ -127,6 +129,9 @@ class BackgammonEnginePolicy:
     its own `planner`); `weights` one-hot on it, `value` the engine's equity for the mover (0 for
     pubeval, which has none)."""
 
+    #: a match says which games it moves in (`propose`): the engine plans only those
+    takes_acting: ClassVar[bool] = True
+
     env: Env
     spec: str
     planner: TurnPlanner
@@ -136,9 +141,12 @@ class BackgammonEnginePolicy:
         """Whether its engine runs on the main thread only (gnubg looking ahead)."""
         return self.spec.startswith("gnubg:") and self.spec != "gnubg:0"
 
-    def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
+    def __call__(
+        self, params: Params, states: PyTree, key: PRNGKey, acting: Array | None = None
+    ) -> AgentOutput:
         del params, key
         batch = states._board.shape[0]
+        idle = states.terminated if acting is None else states.terminated | ~acting
         specs = (
             jax.ShapeDtypeStruct((batch,), jnp.int32),
             jax.ShapeDtypeStruct((batch,), jnp.float32),
@@ -148,7 +156,7 @@ class BackgammonEnginePolicy:
             specs,
             states._board,
             states._playable_dice,
-            states.terminated,
+            idle,
             vmap_method="broadcast_all",
         )
         weights = jax.nn.one_hot(action, self.env.num_actions, dtype=jnp.float32)

@@ -391,6 +391,10 @@ def state_plays(state: Any) -> tuple[Array, Array, Array]:
     )
 
 
+#: `[21, 2]` the distinct rolls (lower die first)
+ROLLS = np.array([(a, b) for a in range(1, 7) for b in range(a, 7)], np.int32)
+
+
 def td_rules() -> TDRules:
     """Backgammon for the TD learner (`GameSpec.afterstates`): a turn is one `dice_plays`, or
     two for a double (each half chosen by its own position's value)."""
@@ -410,6 +414,9 @@ def td_rules() -> TDRules:
         flip=jax_flip,
         state_plays=state_plays,
         no_move=NO_OP,
+        rolls=ROLLS,
+        roll_weights=np.where(ROLLS[:, 0] == ROLLS[:, 1], 1 / 36, 2 / 36),
+        turn_ends=lambda state: (state._playable_dice >= 0).sum() <= 2,
     )
 
 

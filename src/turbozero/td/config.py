@@ -20,6 +20,8 @@ from turbozero.td.rules import SoloRules
 VALUE_NETS = ("mlp", "ntuple")
 #: `eval_depth`'s largest: 2048 at depth 3 rates about 33 million afterstates a move
 MAX_DEPTH = 2
+#: ... for a two-player dice game (1 ply over the opponent's rolls, `turbozero.td.lookahead`)
+MAX_DEPTH_TWO_PLAYERS = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +86,8 @@ class TDConfig(EvalSettings, EpochSettings):
     eval_accuracy_positions: int = 200  # positions judged (a fixed, cached set)
     # chance layers an evaluation's moves look ahead, an expectimax over chance's outcomes
     # (one-player games: 0 is 1 ply, 1 each new tile and the best reply; each layer costs
-    # about 128 times the one above it)
+    # about 128 times the one above it; two-player dice games: 0 or 1, the opponent's best
+    # reply to each of its rolls, gnubg's 1 ply)
     eval_depth: int = 0
 
     def validate(self) -> None:
@@ -121,12 +124,13 @@ class TDConfig(EvalSettings, EpochSettings):
                 raise ConfigError(
                     "eval_opponents must name at least one opponent (the first ranks)"
                 )
-            if self.value_net != "mlp" or self.eval_depth:
+            if self.value_net != "mlp":
                 raise ConfigError(
                     f"{self.env!r} is a two-player game: its TD learner has value_net='mlp' "
-                    "and eval_depth=0 (the n-tuple network and the expectimax at play are "
-                    "built for one-player games with cells, such as 2048)"
+                    "(the n-tuple network is built for one-player games with cells, such as "
+                    "2048)"
                 )
+            check_range("eval_depth", self.eval_depth, low=0, high=MAX_DEPTH_TWO_PLAYERS)
         if self.ntuples:
             if self.value_net != "ntuple":
                 raise ConfigError("ntuples is for value_net='ntuple'")

@@ -31,6 +31,7 @@ from turbozero.gamespec import game_spec
 from turbozero.nets.mlp import dense_layers
 from turbozero.struct import pytree_bytes
 from turbozero.td.config import TDConfig
+from turbozero.td.lookahead import TDSearchPolicy
 from turbozero.td.rules import SoloRules, TDRules
 from turbozero.td.solo import SoloTD, make_solo, solo_agent
 from turbozero.types import Array, Params, PRNGKey, PyTree
@@ -354,9 +355,12 @@ def training_bytes(td: TD | SoloTD) -> int:
 def td_agent(
     td: TD | SoloTD, env: Env, params: Params, *, name: str = "td", depth: int | None = None
 ) -> Agent:
-    """An agent playing `env` (the game `td` learns) with the value network `params`; a
-    one-player game's looks `depth` chance layers ahead (default: the config's `eval_depth`)."""
+    """An agent playing `env` (the game `td` learns) with the value network `params`, looking
+    `depth` chance layers ahead (default: the config's `eval_depth`): a one-player game's
+    expectimax (`turbozero.td.solo`), a two-player game's 1-ply search over the opponent's
+    rolls at depth 1 (`turbozero.td.lookahead`)."""
+    depth = td.config.eval_depth if depth is None else depth
     if isinstance(td, SoloTD):
-        depth = td.config.eval_depth if depth is None else depth
         return solo_agent(td, env, params, depth=depth, name=name)
-    return make_agent(TDPolicy(td, env.num_actions), params, name=name)
+    policy = TDSearchPolicy(td, env.num_actions) if depth else TDPolicy(td, env.num_actions)
+    return make_agent(policy, params, name=name)

@@ -16,7 +16,7 @@ from turbozero.arena.agents import LoadedAgent
 from turbozero.io.checkpoint import check_which, restore_checkpoint
 from turbozero.io.experiment import read_run_config
 from turbozero.io.rundir import find_run_dir
-from turbozero.td.config import MAX_DEPTH
+from turbozero.td.config import MAX_DEPTH, MAX_DEPTH_TWO_PLAYERS
 from turbozero.td.learner import abstract_checkpoint, make_td, td_agent
 from turbozero.td.solo import SoloTD
 from turbozero.validate import check_count
@@ -37,13 +37,13 @@ def load_agent(
             opponent; the latest before any evaluation) or "latest" (the one being trained at
             the checkpoint).
         step: checkpoint step (epoch) to load; None takes the newest.
-        depth: a one-player game's (2048's) chance layers looked ahead at play, 0 (1 ply) to
-            `MAX_DEPTH`; None: the run's `eval_depth`.
+        depth: chance layers looked ahead at play: a one-player game's (2048's) 0 (1 ply) to
+            `MAX_DEPTH`; a two-player game's 0 or 1 (the opponent's best reply to each roll,
+            gnubg's 1 ply); None: the run's `eval_depth`.
 
     Raises:
         FileNotFoundError: no run directory or no checkpoint in it.
-        ValueError: not a TD run, `which` or `depth` out of range, or a depth for a two-player
-            game.
+        ValueError: not a TD run, or `which` or `depth` out of range.
     """
 
     check_which(which)
@@ -52,10 +52,10 @@ def load_agent(
     run = find_run_dir(path)
     config, _ = read_run_config(run, "td")
     td = make_td(config)
-    if depth is not None and not isinstance(td, SoloTD):
+    if depth is not None and not isinstance(td, SoloTD) and depth > MAX_DEPTH_TWO_PLAYERS:
         raise ValueError(
-            f"depth is for one-player games with chance (2048); {config.env!r} is a "
-            "two-player game, whose TD agent plays at 1 ply"
+            f"depth must be in [0, {MAX_DEPTH_TWO_PLAYERS}] for {config.env!r}, a two-player "
+            f"game (1: the opponent's best reply to each roll), got {depth}"
         )
     ckpt, _, step = restore_checkpoint(run.checkpoints, abstract_checkpoint(td), step=step)
     # (before its first evaluation a run has no best: its network as trained so far)

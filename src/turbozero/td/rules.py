@@ -38,6 +38,11 @@ class TDRules(NamedTuple):
         state_plays: `state_plays(state) -> (boards [N, *], actions [N], valid [N])`: `plays` of
             a state of the game's `Env` (its board and dice left), the agents' moves.
         no_move: the `Env`'s action when no play is valid.
+        rolls: `[K, 2]` int, every roll a player can get, each once (backgammon's 21).
+        roll_weights: `[K]` float, their probabilities.
+        turn_ends: `turn_ends(state) -> []` bool: whether the plays `state_plays` lists end the
+            mover's turn (not the first half of a double): where not, the search at play
+            (`turbozero.td.lookahead`) chooses at 0 ply.
     """
 
     num_features: int
@@ -51,6 +56,9 @@ class TDRules(NamedTuple):
     flip: Callable[[Array], Array]
     state_plays: Callable[[Any], tuple[Array, Array, Array]]
     no_move: int
+    rolls: Any
+    roll_weights: Any
+    turn_ends: Callable[[Any], Array]
 
 
 class SoloRules(NamedTuple):

@@ -4,7 +4,8 @@ The engine ladder (always): each pairing below plays `--games` games with colour
 the dice of each game drawn from `--seed`, one JSON row per pairing: `wins`, `losses`, `score`
 (the share won) with its Wilson 95% interval `score_low`/`score_high`, `points_per_game` (the
 money-game points pgx scores, 1, 2 for a gammon, 3 for a backgammon; no cube) with its normal
-95% interval, `seconds`:
+95% interval, `seconds`, `mean_length` (single-die actions a game) and `ms_per_move` (the wall
+time over every action of the games played at once):
 
     pubeval vs random, gnubg:0 vs random, gnubg:0 vs pubeval, gnubg:1 vs gnubg:0
 
@@ -56,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
@@ -77,6 +79,7 @@ def row(a: Any, b: Any, env: Any, games: int, seed: int, opening_moves: int = 0)
     start = time.perf_counter()
     key = jax.random.PRNGKey(seed)
     r = play_match(env, a, b, key, num_games=games, opening_moves=opening_moves)
+    seconds = time.perf_counter() - start
     low, high = points_interval(r)
     return {
         "a": a.name,
@@ -90,7 +93,11 @@ def row(a: Any, b: Any, env: Any, games: int, seed: int, opening_moves: int = 0)
         "points_per_game": round(float(r.mean_return_a), 4),
         "points_low": round(low, 4),
         "points_high": round(high, 4),
-        "seconds": round(time.perf_counter() - start, 1),
+        "seconds": round(seconds, 1),
+        # single-die actions a game (both sides'), and the wall time over every action of the
+        # games played at once: a TD run's depths against one engine differ by the search's cost
+        "mean_length": round(float(r.mean_length), 1),
+        "ms_per_move": round(1000 * seconds / max(1, int(np.sum(r.lengths))), 3),
         "seed": seed,
     }
 

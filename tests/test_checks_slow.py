@@ -152,6 +152,29 @@ def test_bench_chance_measures_a_2048_run_with_its_widening_ablation(tmp_path):
     assert (tmp_path / "20480" / "config.json").exists()
 
 
+def test_bench_engines_plays_a_backgammon_td_run_at_both_depths(tmp_path):
+    """`bench/engines.py --run` on a few-step TD run, as its docstring says: a row per engine
+    and a quality row at each of `--depths`, the search's agent named by its depth."""
+    run = tmp_path / "bg"
+    settings = ("num_epochs=1", "steps_per_epoch=2", "num_games=4", "eval_games=2")
+    _turbozero(
+        "train", "backgammon", "--out", str(run), *(a for s in settings for a in ("--set", s)),
+        *("--set", "eval_accuracy_positions=4"), timeout=600,
+    )  # fmt: skip
+    out = _bench(
+        "engines.py", "--run", str(run), "--run-games", "2", "--positions", "4", "--no-ladder",
+        *("--depths", "0", "1"),
+    )  # fmt: skip
+    rows = [json.loads(line) for line in out.splitlines() if '"depth"' in line]
+    assert [(r["depth"], r.get("b", "quality")) for r in rows] == [
+        (d, b) for d in (0, 1) for b in ("gnubg:0", "pubeval", "quality")
+    ], out
+    for r in rows:
+        assert r["a"].endswith(":depth1") == (r["depth"] == 1), r
+        if "b" in r:
+            assert r["wins"] + r["losses"] == 2 and r["ms_per_move"] > 0, r
+
+
 def test_bench_afterstates_measures_a_2048_td_run_at_both_depths(tmp_path):
     """`bench/afterstates.py` as its docstring says, on a 20-second run: the random policy's
     row, then the TD agent's at 1 ply and with the expectimax, each with its intervals."""

@@ -215,7 +215,7 @@ def test_the_cli_trains_and_evaluates_a_td_run(runs, tmp_path, capsys):
     full, _ = runs
     assert main(["eval", str(full), "--vs", "random", "--games", "4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["games"] == 4
+    assert out["games"] == 4 and out["ms_per_move"] > 0
     # the 1-ply search over the opponent's rolls (tests/td/test_lookahead.py), loaded
     searching = turbozero.load_agent(full, depth=1).agent
     assert isinstance(searching.policy_fn, TDSearchPolicy) and searching.name.endswith(":depth1")

@@ -15,6 +15,7 @@ run evaluates exactly as an uninterrupted one.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from turbozero.arena import (
     play_match,
 )
 from turbozero.arena.agents import random_agent
-from turbozero.arena.match import match_memory_bytes, match_row, random_scores
+from turbozero.arena.match import match_memory_bytes, match_row, random_scores, solo_row
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page, write_records
 from turbozero.envs.core import Env
@@ -185,12 +186,9 @@ class Evaluator:
         out: dict[str, Any] = {}
         records: dict[str, MatchResult] = {}
         if env.num_players == 1:
+            start = time.perf_counter()
             r = self._match(current, None, key, cfg.eval_games)
-            out["eval/return"] = float(r.mean_return_a)
-            out["eval/score"] = float(r.mean_return_a)
-            for name, values in r.stats.items():  # (the game's figures: 2048's largest tile)
-                out[f"eval/{name}/mean"] = float(values.mean())
-                out[f"eval/{name}/max"] = float(values.max())
+            out.update(solo_row(r, time.perf_counter() - start))
             records["solo"] = r
             network = network_agent(env, self.az.eval_fn, params, name=f"{me}_network")
             r = self._match(network, None, jax.random.fold_in(key, 1), cfg.eval_games)

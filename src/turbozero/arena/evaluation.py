@@ -232,6 +232,7 @@ def _eval_two_players(
             f"--opening-moves ({opening_moves}) must be below --max-steps "
             f"({max_steps}): every move played would be random"
         )
+    start = time.perf_counter()
     r = play_match(
         env,
         loaded.agent,
@@ -241,6 +242,7 @@ def _eval_two_players(
         max_steps=max_steps,
         opening_moves=opening_moves,
     )
+    seconds = time.perf_counter() - start
     return {
         "run": run,
         "agent": loaded.agent.name,
@@ -261,6 +263,7 @@ def _eval_two_players(
         "illegal_moves": r.illegal_moves,  # both sides'
         "agent_illegal_moves": r.illegal_moves_a,
         "mean_length": r.mean_length,
+        "ms_per_move": 1000 * seconds / max(1, int(np.sum(r.lengths))),
         # ended by a time limit (the environment's or --max-steps), not by the game: draws
         "truncated": r.num_truncated,
     }
@@ -274,7 +277,7 @@ NOTES = {
     "agent_illegal_moves": "the agent's own",
     "error_rate": "millipoints of equity lost a move, at the judge's ply",
     "score": "points a game: a win 1, a draw 0.5",
-    "ms_per_move": "wall time over every move of the games played at once",
+    "ms_per_move": "wall time over every move (both sides' in a match) of the games played at once",
 }
 
 

@@ -166,6 +166,24 @@ def match_row(name: str, result: MatchResult, *, points: bool = False) -> dict[s
     return row
 
 
+def solo_row(result: MatchResult, seconds: float) -> dict[str, float]:
+    """A one-player evaluation's entries in a metric row: the mean return `eval/return` (also
+    `eval/score`, what ranks the best network), the median `eval/return_median`, the wall time
+    over every move of the games played at once `eval/ms_per_move` (`seconds` the match's), and
+    the game's own figures' means and maxima, `eval/NAME/mean` and `/max` (2048's tiles)."""
+    returns = np.asarray(result.returns)[:, 0]
+    row = {
+        "eval/return": float(result.mean_return_a),
+        "eval/score": float(result.mean_return_a),
+        "eval/return_median": float(np.median(returns)),
+        "eval/ms_per_move": 1000 * seconds / max(1, int(np.sum(result.lengths))),
+    }
+    for name, values in result.stats.items():
+        row[f"eval/{name}/mean"] = float(np.mean(values))
+        row[f"eval/{name}/max"] = float(np.max(values))
+    return row
+
+
 def play_opponents(
     env: Env,
     agent: Agent,

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 
 import turbozero.envs
 from turbozero.arena.agents import random_agent
@@ -27,6 +26,7 @@ from turbozero.arena.match import (
     play_match,
     play_opponents,
     random_scores,
+    solo_row,
 )
 from turbozero.arena.opponents import make_opponent
 from turbozero.arena.records import records_page, write_records
@@ -169,17 +169,7 @@ class TDRun(RunHooks):
         cfg = self.config
         start = time.perf_counter()
         r = play_match(self.env, agent, None, key, num_games=cfg.eval_games)
-        seconds = time.perf_counter() - start
-        scores = np.asarray(r.returns)[:, 0]
-        row: dict[str, Any] = {
-            "eval/return": float(r.mean_return_a),
-            "eval/score": float(r.mean_return_a),
-            "eval/return_median": float(np.median(scores)),
-            "eval/ms_per_move": 1000 * seconds / max(1, int(np.sum(r.lengths))),
-        }
-        for name, values in r.stats.items():  # (the game's figures: 2048's tiles reached)
-            row[f"eval/{name}/mean"] = float(values.mean())
-            row[f"eval/{name}/max"] = float(values.max())
+        row: dict[str, Any] = solo_row(r, time.perf_counter() - start)
         if self.final_evaluation and self.games_dir and cfg.eval_record_games:
             self.write_solo_records(agent, key)
         if self.baseline is None:  # (from a key of the seed: the run's own keys untouched)

@@ -421,3 +421,14 @@ def test_the_transfer_benchmark_trains_both_recipes_and_plays_every_match(tmp_pa
     assert proc.returncode == 2 and "not a run directory" in proc.stderr
     proc, _ = bench("transfer", "--game", "othello", "--set", "temperature_moves=-1")
     assert proc.returncode == 2 and "temperature_moves" in proc.stderr
+
+
+def test_bench_td_measures_the_learner_against_rating_every_listed_play():
+    """`bench/td.py` at a toy size: a row per network with both throughputs and their ratio."""
+    proc, rows = bench("td", "--hidden", "8", "--games", "8", "--steps", "2", "--repeats", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = [r for r in rows if "turns_per_s" in r]
+    assert row["hidden"] == [8] and row["games"] == 8
+    assert row["turns_per_s"] > 0 and row["rate_all_turns_per_s"] > 0
+    ratio = row["rate_all_turns_per_s"] / row["turns_per_s"]
+    assert row["speedup"] == pytest.approx(1 / ratio, rel=0.05)

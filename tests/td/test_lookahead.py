@@ -3,8 +3,6 @@ against an enumeration with the learner's own turn choice, its pick, its packing
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,7 +11,6 @@ import pytest
 import turbozero
 from turbozero.config import ConfigError
 from turbozero.td import TDConfig, make_td, td_agent
-from turbozero.td.learner import choose_turn
 from turbozero.td.lookahead import CANDIDATES, WINDOW, packed_map, reply_values
 
 TINY = TDConfig(num_games=8, hidden=(16,), eval_opponents=("pubeval",))
@@ -54,20 +51,35 @@ def states():
     return jax.tree.map(lambda *x: jnp.stack(x), *found[:12])
 
 
+@pytest.fixture(scope="module")
+def plays(learner, states):
+    """`(boards [12, N, 28], actions [12, N], valid [12, N])`: each state's plays (compiled:
+    op by op they took 8 s)."""
+    return jax.jit(jax.vmap(learner[0].rules.state_plays))(states)
+
+
 def _enumerated(td, params, board) -> float:
-    """The 1-ply value of one afterstate by a loop over the 21 rolls with `choose_turn`."""
+    """The 1-ply value of one afterstate by a loop over the 21 rolls, each reply rated whole."""
     rules = td.rules
-    over, index = rules.result(board)
+    result = jax.jit(rules.result)
+    over, index = result(board)
     if bool(over):
         return rules.results[int(index)]
-    opponent = rules.flip(board)
-    turn = jax.jit(functools.partial(choose_turn, rules, td.net))
+    opponent = jax.jit(rules.flip)(board)
+
+    def choose(params, board, dice):  # the valid play of highest equity, rated one by one
+        boards, _, valid = rules.plays(board, dice)
+        scores = jnp.where(valid, td.equity(params, boards), -jnp.inf)
+        return jnp.where(valid.any(), boards[jnp.argmax(scores)], board)
+
+    turn = jax.jit(choose)
+    equity = jax.jit(lambda b: td.equity(params, b[None])[0])
     total = 0.0
     for dice, weight in zip(rules.rolls, rules.roll_weights, strict=True):
         after = turn(params, opponent, jnp.asarray(dice))
-        if dice[0] == dice[1] and not bool(rules.result(after)[0]):
+        if dice[0] == dice[1] and not bool(result(after)[0]):
             after = turn(params, after, jnp.asarray(dice))
-        total += weight * float(td.equity(params, after[None])[0])
+        total += weight * float(equity(after))
     return -total
 
 
@@ -79,10 +91,10 @@ def test_the_rolls_are_the_21_of_two_dice_with_their_probabilities(learner):
     )
 
 
-def test_reply_values_are_the_enumerations(learner, states):
+def test_reply_values_are_the_enumerations(learner, plays):
     td, params = learner
     rules = td.rules
-    boards, _, valid = jax.vmap(rules.state_plays)(states)
+    boards, _, valid = plays
     # afterstates of several positions: a valid play of each, and a won board
     picks = [boards[i, int(np.flatnonzero(np.asarray(valid[i]))[-1])] for i in range(3)]
     won = np.array([0] * 26 + [15, -3], np.int32)
@@ -96,7 +108,7 @@ def test_reply_values_are_the_enumerations(learner, states):
     assert len({round(float(v), 4) for v in got[:3]}) == 3  # (a test that could fail)
 
 
-def test_the_search_plays_the_candidate_of_best_reply_value(learner, states):
+def test_the_search_plays_the_candidate_of_best_reply_value(learner, states, plays):
     td, params = learner
     rules = td.rules
     env = turbozero.envs.make("backgammon")
@@ -104,11 +116,12 @@ def test_the_search_plays_the_candidate_of_best_reply_value(learner, states):
     acting = np.arange(12) != 5  # a match's other seat, in game 5: no work, no move
     out = jax.jit(agent.policy_fn)(params, states, jax.random.PRNGKey(0), acting=acting)
     assert int(out.action[5]) == rules.no_move and float(out.value[5]) == 0.0
-    boards, actions, valid = jax.vmap(rules.state_plays)(states)
+    boards, actions, valid = plays
+    every = np.asarray(jax.jit(jax.vmap(lambda b: td.equity(params, b)))(boards))  # [12, N]
     candidates = []  # each state's plays within the window of the 0-ply best, at most 8
     for i in range(boards.shape[0]):
         ok = np.flatnonzero(np.asarray(valid[i]))
-        scores = np.asarray(td.equity(params, boards[i, ok]))
+        scores = every[i, ok]
         order = np.argsort(-scores, kind="stable")[:CANDIDATES]
         candidates.append(ok[order[scores[order[0]] - scores[order] <= WINDOW]])
     padded = np.stack([np.resize(c, CANDIDATES) for c in candidates])  # [B, 8] (repeats)

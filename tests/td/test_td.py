@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 
@@ -19,6 +20,7 @@ from turbozero.config import ConfigError
 from turbozero.engines.backgammon import flip, turn_plays
 from turbozero.games.backgammon import START, afterstate_result, dice_plays, jax_flip, state_plays
 from turbozero.td import TDConfig, make_td, td_agent
+from turbozero.td.learner import play_turns
 from turbozero.td.lookahead import TDSearchPolicy
 from turbozero.td.train import train_td
 
@@ -64,13 +66,14 @@ def test_dice_plays_are_the_rules_plays_of_two_dice(plays_fn):
     """The plays listed in JAX leave exactly the positions the host's rules (`turn_plays`,
     which the engines' bridge uses) list: both dice where possible, else the larger one; half
     a double's turn is two dice of the same number."""
+    legal_mask = jax.jit(bg._legal_action_mask)  # (compiled once, not run op by op)
     for board, (d1, d2) in _positions(300):
         expected = {p.after for p in turn_plays(board, (d1, d2))}
         boards, actions, valid = plays_fn(jnp.asarray(board, jnp.int32), d1, d2)
         valid = np.asarray(valid)
         got = {b.astype(np.int8).tobytes() for b in np.asarray(boards)[valid]}
         assert (got or {board.tobytes()}) == expected, (board.tolist(), d1, d2)
-        legal = np.asarray(bg._legal_action_mask(jnp.asarray(board), jnp.array([d1 - 1, d2 - 1])))
+        legal = np.asarray(legal_mask(jnp.asarray(board), jnp.array([d1 - 1, d2 - 1])))
         assert legal[np.asarray(actions)[valid]].all()  # each play starts with a pgx action
 
 
@@ -121,6 +124,36 @@ def test_self_play_keeps_fifteen_checkers_a_side_and_finishes_games():
     assert (mine == 15).all() and (theirs == 15).all()
     assert int(np.asarray(metrics["games"]).sum()) > 0
     assert np.isfinite(np.asarray(metrics["loss"])).all()
+
+
+def test_each_turn_keeps_the_play_of_highest_equity_among_all_listed(plays_fn):
+    """`play_turns` rates only the valid plays, packed from the whole batch; its afterstates are
+    those of rating every listed play of each game one by one, a double's second half too."""
+    td = make_td(TINY)
+    leaves, tree = jax.tree.flatten(td.init(jax.random.PRNGKey(0)).params)
+    keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+    params = jax.tree.unflatten(  # (a random network: the zero result layer rates all alike)
+        tree, [x + 0.3 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys, strict=True)]
+    )
+    positions = _positions(64, seed=3)
+    boards = jnp.asarray(np.stack([b for b, _ in positions]), jnp.int32)
+    dice = jnp.asarray([d for _, d in positions], jnp.int32)
+    got = np.asarray(jax.jit(functools.partial(play_turns, td.rules, td.net))(params, boards, dice))
+    rate = jax.jit(lambda b: td.equity(params, b))
+    doubles = 0
+    for i, (board, (d1, d2)) in enumerate(positions):
+        after = np.asarray(board, np.int32)
+        for _ in range(2 if d1 == d2 else 1):
+            plays, _, valid = plays_fn(jnp.asarray(after), d1, d2)
+            valid = np.asarray(valid)
+            if valid.any():
+                scores = np.where(valid, np.asarray(rate(plays)), -np.inf)
+                after = np.asarray(plays)[int(np.argmax(scores))]
+            if after[26] == 15:  # (won: no second half)
+                break
+        doubles += d1 == d2
+        np.testing.assert_array_equal(got[i], after, err_msg=f"position {i}, dice {d1, d2}")
+    assert doubles >= 4  # (doubles' second halves were checked)
 
 
 def test_a_won_afterstate_is_valued_at_its_exact_result():

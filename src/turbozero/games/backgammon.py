@@ -276,19 +276,22 @@ def jax_move(board: Array, src: Array, die: Array) -> tuple[Array, Array]:
     legal = (board[src] >= 1) & ((src == BAR) | (board[BAR] == 0))
     legal = legal & jnp.where(to_point, board[t] >= -1, off_ok)
     hit = to_point & (board[t] == -1)
-    after = board.at[src].add(-1)
-    landed = after.at[t].set(jnp.where(hit, 1, after[t] + 1))
-    after = jnp.where(to_point, landed, after.at[OFF].add(1))
-    return legal, after.at[OPPONENT_BAR].add(-hit.astype(board.dtype))
+    # (masks rather than scatters: a game's 480 plays listed in about half the time)
+    place = jnp.arange(board.shape[0])
+    landing = jnp.where(to_point, place == t, place == OFF)
+    gained = jnp.where(hit, 2, 1) * landing - (place == src) - hit * (place == OPPONENT_BAR)
+    return legal, board + gained.astype(board.dtype)
 
 
 def _sources(board: Array) -> tuple[Array, Array]:
     """`(places [15], occupied [15])`: where the mover has checkers (board indices, `BAR` for
-    the bar), padded with unoccupied places."""
+    the bar), in board order, then unoccupied slots (place 0)."""
     occupied = jnp.concatenate([board[:24] > 0, board[BAR:OPPONENT_BAR] > 0])
     places = jnp.concatenate([jnp.arange(24), jnp.array([BAR])])
-    order = jnp.argsort(~occupied, stable=True)[:SOURCES]
-    return places[order], occupied[order]
+    # the k-th occupied place into slot k (a one-hot product: sorting 25 places cost more)
+    slot = jnp.where(occupied, jnp.cumsum(occupied) - 1, SOURCES)
+    pick = slot[None, :] == jnp.arange(SOURCES)[:, None]  # [15, 25]
+    return (pick * places).sum(1), pick.any(1)
 
 
 def _action(src: Array, die: Array) -> Array:
@@ -479,7 +482,7 @@ register_preset(
     settings={
         "env": "backgammon",
         "num_games": 128,
-        "steps_per_epoch": 500,
+        "steps_per_epoch": 5000,  # about 35 s on 2 cores, an evaluation every 6 minutes
         "num_epochs": 200,
         "max_wall_seconds": 3300.0,  # the issue's hour, with the last evaluation inside it
         "hidden": (80, 80),

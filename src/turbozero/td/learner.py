@@ -31,7 +31,7 @@ from turbozero.gamespec import game_spec
 from turbozero.nets.mlp import dense_layers
 from turbozero.struct import pytree_bytes
 from turbozero.td.config import TDConfig
-from turbozero.td.lookahead import TDSearchPolicy
+from turbozero.td.lookahead import RATE_CHUNK, TDSearchPolicy, best_replies, rated
 from turbozero.td.rules import SoloRules, TDRules
 from turbozero.td.solo import SoloTD, make_solo, solo_agent
 from turbozero.types import Array, Params, PRNGKey, PyTree
@@ -123,27 +123,16 @@ def equity(rules: TDRules, net: ValueNet, params: Params, boards: Array) -> Arra
     return distribution(rules, net, params, boards) @ jnp.asarray(rules.results, jnp.float32)
 
 
-def best_play(
-    rules: TDRules, net: ValueNet, params: Params, plays: tuple[Array, Array, Array]
-) -> tuple[Array, Array, Array, Array]:
-    """`(index, any valid, equity, board)` of the valid play of highest equity among one turn's
-    `plays` `(boards [N, *], actions [N], valid [N])`."""
-    boards, _, valid = plays
-    scores = equity(rules, net, params, boards)
-    index = jnp.argmax(jnp.where(valid, scores, -jnp.inf))
-    return index, valid.any(), scores[index], boards[index]
-
-
-def choose_turn(rules: TDRules, net: ValueNet, params: Params, board: Array, dice: Array) -> Array:
-    """The afterstate of one game's (half) turn: its best play, or `board` when none is valid."""
-    _, playable, _, after = best_play(rules, net, params, rules.plays(board, dice))
-    return jnp.where(playable, after, board)
-
-
 def play_turns(rules: TDRules, net: ValueNet, params: Params, boards: Array, dice: Array) -> Array:
-    """`[B, *]` afterstates of one turn in each game; a roll played twice (`rules.again`) plays
-    its second half in `B // DOUBLE_SLOTS` slots (at least 8, at most `B`)."""
-    choose = jax.vmap(functools.partial(choose_turn, rules, net, params))
+    """`[B, *]` afterstates of one turn in each game, each its best play at 0 ply with only the
+    valid plays rated (`turbozero.td.lookahead.best_replies`); a roll played twice
+    (`rules.again`) plays its second half in `B // DOUBLE_SLOTS` slots (at least 8, at most
+    `B`)."""
+    rate = functools.partial(equity, rules, net, params)
+
+    def choose(b: Array, d: Array) -> Array:
+        return best_replies(rules, rate, b, d)[0]
+
     after = choose(boards, dice)
     over = jax.vmap(rules.result)(after)[0]
     again = jax.vmap(rules.again)(dice) & ~over
@@ -309,21 +298,24 @@ class TDPolicy:
 
     def memory_bytes(self, states: PyTree) -> int:
         """Bytes one call works in for `states` `[B]` (shapes suffice): every state's plays
-        listed and rated."""
+        listed, and the valid ones packed and rated in chunks (`rated`)."""
         plays = jax.eval_shape(jax.vmap(self.td.rules.state_plays), states)
-        return pytree_bytes(plays) + rating_bytes(self.td, plays[1].size)
+        size = plays[1].size
+        return pytree_bytes(plays) + 3 * 4 * size + rating_bytes(self.td, min(size, RATE_CHUNK))
 
     def __call__(self, params: Params, states: PyTree, key: PRNGKey) -> AgentOutput:
         del key
         rules = self.td.rules
-
-        def one(state: Any) -> tuple[Array, Array]:
-            plays = rules.state_plays(state)
-            index, playable, value, _ = best_play(rules, self.td.net, params, plays)
-            action = jnp.where(playable, plays[1][index], rules.no_move)
-            return action.astype(jnp.int32), jnp.where(playable, value, 0.0)
-
-        action, value = jax.vmap(one)(states)
+        boards, actions, valid = jax.vmap(rules.state_plays)(states)  # [B, N, *], [B, N]
+        B, N = valid.shape
+        rate = functools.partial(equity, rules, self.td.net, params)
+        scores = rated(rate, boards.reshape(B * N, *boards.shape[2:]), valid.reshape(-1))
+        scores = scores.reshape(B, N)
+        index = jnp.argmax(scores, axis=1)
+        playable = valid.any(axis=1)
+        rows = jnp.arange(B)
+        action = jnp.where(playable, actions[rows, index], rules.no_move).astype(jnp.int32)
+        value = jnp.where(playable, scores[rows, index], 0.0)
         weights = jax.nn.one_hot(action, self.num_actions, dtype=jnp.float32)
         return AgentOutput(action, weights, value)
 
@@ -337,8 +329,9 @@ def rating_bytes(td: TD, afterstates: int) -> int:
 
 def training_bytes(td: TD | SoloTD) -> int:
     """Bytes one training step works in beside the state (shapes only): every game's turn
-    listed and rated, twice over for a roll played twice, and the gradient's activations (a
-    one-player game: every move's afterstate and its weights read, twice over)."""
+    listed and its valid plays rated in chunks, twice over for a roll played twice, and the
+    gradient's activations (a one-player game: every move's afterstate and its weights read,
+    twice over)."""
     if isinstance(td, SoloTD):
         after = jax.eval_shape(
             td.rules.moves, jax.eval_shape(td.rules.start, jax.random.PRNGKey(0))
@@ -347,9 +340,10 @@ def training_bytes(td: TD | SoloTD) -> int:
     rules = td.rules
     dice = jax.eval_shape(rules.roll, jax.random.PRNGKey(0))
     plays = jax.eval_shape(rules.plays, rules.start, jnp.zeros(dice.shape, dice.dtype))
-    per_game = pytree_bytes(plays) + rating_bytes(td, plays[1].shape[0])
     B = td.config.num_games
-    return 2 * B * per_game + 3 * rating_bytes(td, B)
+    listed = B * plays[1].shape[0]  # (packed: order, scores and masks of every listed play)
+    turn = B * pytree_bytes(plays) + 3 * 4 * listed + rating_bytes(td, min(listed, RATE_CHUNK))
+    return 2 * turn + 3 * rating_bytes(td, B)
 
 
 def td_agent(

@@ -71,8 +71,10 @@ def test_the_afterstate_rules_are_pgx_s_step(positions):
     moves = jax.jit(jax.vmap(rules.moves))
     after, rewards, valid = (np.asarray(x) for x in moves(jnp.asarray(positions)))
     env = turbozero.envs.make("2048")
-    states, _ = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(1), len(positions)))
-    mask = jax.vmap(lambda b: p2048._legal_action_mask(b.reshape(4, 4)))(jnp.asarray(positions))
+    # (each JAX call compiled, not run op by op)
+    states, _ = jax.jit(jax.vmap(env.init))(jax.random.split(jax.random.PRNGKey(1), len(positions)))
+    legal = jax.jit(jax.vmap(lambda b: p2048._legal_action_mask(b.reshape(4, 4))))
+    mask = legal(jnp.asarray(positions))
     np.testing.assert_array_equal(valid, np.asarray(mask))
     states = states.replace(_board=jnp.asarray(positions, jnp.int32))
     for a in range(4):
@@ -81,10 +83,11 @@ def test_the_afterstate_rules_are_pgx_s_step(positions):
         np.testing.assert_array_equal(rewards[:, a], np.asarray(decided.rewards)[:, 0])
     # chance below the first valid move of the first 300 positions
     a = valid[:300].argmax(1)
-    decided = jax.vmap(decide)(jax.tree.map(lambda x: x[:300], states), jnp.asarray(a))[0]
+    decided = jax.jit(jax.vmap(decide))(jax.tree.map(lambda x: x[:300], states), jnp.asarray(a))[0]
     boards, probs = jax.jit(jax.vmap(rules.outcomes))(jnp.asarray(after[np.arange(300), a]))
-    np.testing.assert_allclose(np.asarray(probs), np.asarray(jax.vmap(probabilities)(decided)))
-    placed = jax.vmap(jax.vmap(resolve, in_axes=(None, 0)), in_axes=(0, None))(
+    want = jax.jit(jax.vmap(probabilities))(decided)
+    np.testing.assert_allclose(np.asarray(probs), np.asarray(want))
+    placed = jax.jit(jax.vmap(jax.vmap(resolve, in_axes=(None, 0)), in_axes=(0, None)))(
         decided, jnp.arange(32)
     )
     np.testing.assert_array_equal(np.asarray(boards), np.asarray(placed._board))

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import re
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -275,9 +276,8 @@ def test_a_td_run_is_played_on_the_play_page(runs):
     game.move(state["legal"][0])
 
 
-def test_a_resume_keeps_the_opponent_that_ranks_the_best_network(tmp_path):
-    run = tmp_path / "run"
-    train_td(dataclasses.replace(TINY, num_epochs=1), run, progress=False)
-    other = dataclasses.replace(TINY, num_epochs=1, eval_opponents=("random",))
+def test_a_resume_keeps_the_opponent_that_ranks_the_best_network(runs, tmp_path):
+    run = shutil.copytree(runs[0], tmp_path / "run")  # (a copy: the shared run stays as it was)
+    other = dataclasses.replace(RECORDED, num_epochs=3, eval_opponents=("random",))
     with pytest.raises(ValueError, match="eval_opponents"):
         train_td(other, run, resume=True, progress=False)

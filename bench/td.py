@@ -15,7 +15,6 @@ The script uses only `make_td`, `TDConfig`, `init` and `train`, so an older chec
 is measured by the same script: `PYTHONPATH=OLD/src python bench/td.py`.
 
     python bench/td.py [--hidden 80,80 160,160] [--games 128] [--steps 100] [--repeats 3]
-        [--horizons 4 8]   # TD(λ)'s targets (`td_horizon`, λ 0.7) beside TD(0): `vs_td0`
 """
 
 from __future__ import annotations
@@ -57,11 +56,9 @@ def rate_all_turns(rules, net, params, boards, dice):
     return after.at[slots].set(jnp.where(again[slots].reshape(shape), second, after[slots]))
 
 
-def trainer(hidden: tuple[int, ...], games: int, steps: int, rate_all: bool, horizon: int = 1):
-    """A no-argument call of one compiled `train(state, steps)` from a warmed-up state (TD(0),
-    or the λ-return over `horizon` turns, λ 0.7)."""
-    extra = {"td_horizon": horizon, "td_lambda": 0.7} if horizon > 1 else {}
-    td = make_td(TDConfig(num_games=games, hidden=hidden, **extra))
+def trainer(hidden: tuple[int, ...], games: int, steps: int, rate_all: bool):
+    """A no-argument call of one compiled `train(state, steps)` from a warmed-up state."""
+    td = make_td(TDConfig(num_games=games, hidden=hidden))
     if rate_all:
         step = functools.partial(td_learner.td_step, td.rules, td.net, td.optimizer)
 
@@ -89,10 +86,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", type=int, default=128)
     parser.add_argument("--steps", type=int, default=100, help="turns a compiled call")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--horizons", nargs="*", type=int, default=[],
-        help="td_horizon values (λ 0.7) measured beside TD(0), a row each",
-    )  # fmt: skip
     args = parser.parse_args(argv)
     emit({"bench": "td", "machine": machine(), "learner": turbozero.__file__})
     packed = hasattr(td_learner, "rated")  # (an older learner rated every listed play)
@@ -101,8 +94,6 @@ def main(argv: list[str] | None = None) -> None:
         calls = {"ours": trainer(hidden, args.games, args.steps, False)}
         if packed:
             calls["rate_all"] = trainer(hidden, args.games, args.steps, True)
-        for horizon in args.horizons:
-            calls[f"horizon{horizon}"] = trainer(hidden, args.games, args.steps, False, horizon)
         seconds = interleaved_best_times(calls, args.repeats)
         row = {"game": "backgammon", "hidden": list(hidden), "games": args.games}
         row["turns_per_s"] = round(args.games * args.steps / seconds["ours"])
@@ -110,14 +101,6 @@ def main(argv: list[str] | None = None) -> None:
             row["rate_all_turns_per_s"] = round(args.games * args.steps / seconds["rate_all"])
             row["speedup"] = round(seconds["rate_all"] / seconds["ours"], 2)
         emit(row)
-        for horizon in args.horizons:
-            took = seconds[f"horizon{horizon}"]
-            emit({
-                "game": "backgammon", "hidden": list(hidden), "games": args.games,
-                "td_horizon": horizon, "td_lambda": 0.7,
-                "turns_per_s": round(args.games * args.steps / took),
-                "vs_td0": round(seconds["ours"] / took, 2),
-            })  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from turbozero.config import ConfigError
 from turbozero.engines.backgammon import flip, turn_plays
 from turbozero.games.backgammon import START, afterstate_result, dice_plays, jax_flip, state_plays
 from turbozero.td import TDConfig, make_td, td_agent
-from turbozero.td.learner import lambda_returns, play_turns, slide
+from turbozero.td.learner import play_turns
 from turbozero.td.lookahead import TDSearchPolicy
 from turbozero.td.train import train_td
 
@@ -157,68 +157,6 @@ def test_each_turn_keeps_the_play_of_highest_equity_among_all_listed(plays_fn):
     assert doubles >= 4  # (doubles' second halves were checked)
 
 
-@pytest.mark.parametrize("lam", [0.0, 0.7, 1.0])
-def test_a_kept_afterstates_target_is_its_lambda_return(lam):
-    """`lambda_returns` against the λ-return written out: the n-turn return is the value of the
-    afterstate n turns on, its results reversed where n is odd (the other player's); the returns
-    weighted (1 - λ) λ^(n - 1), the last (cut at the new afterstate) taking the rest."""
-    B, K, R = 3, 4, 6
-    rng = np.random.default_rng(0)
-    kept = rng.dirichlet(np.ones(R), size=(B, K)).astype(np.float32)
-    new = rng.dirichlet(np.ones(R), size=B).astype(np.float32)
-    got = np.asarray(jax.jit(lambda_returns, static_argnums=2)(kept, new, lam))
-    values = np.concatenate([kept, new[:, None]], axis=1)
-    for i in range(K):
-        returns = [
-            values[:, i + n, ::-1] if n % 2 else values[:, i + n] for n in range(1, K - i + 1)
-        ]
-        want = sum((1 - lam) * lam ** (n - 1) * g for n, g in enumerate(returns[:-1], start=1))
-        want = want + lam ** (K - i - 1) * returns[-1]
-        np.testing.assert_allclose(got[:, i], want, atol=1e-6, err_msg=f"afterstate {i}")
-        np.testing.assert_allclose(got[:, i].sum(-1), 1.0, atol=1e-6)
-    if lam == 0.0:  # TD(0): the next afterstate's, reversed
-        np.testing.assert_allclose(got[:, :-1], kept[:, 1:, ::-1], atol=1e-6)
-
-
-def test_each_afterstate_is_learned_once_when_its_return_is_complete():
-    """`slide` over random game ends: every afterstate that did not end its game is learned
-    exactly once, `K` turns later or at its game's end, whichever comes first."""
-    B, K, T = 5, 3, 200
-    rng = np.random.default_rng(1)
-    window = [[None] * K for _ in range(B)]  # afterstate (game, turn) ids, oldest first
-    has = np.zeros((B, K), bool)
-    learned_at: dict[tuple[int, int], tuple[int, bool]] = {}
-    step = jax.jit(slide)
-    for t in range(T):
-        over = rng.random(B) < 0.15
-        learned, has_next = (np.asarray(x) for x in step(jnp.asarray(has), jnp.asarray(over)))
-        for b in range(B):
-            for i in np.flatnonzero(learned[b]):
-                assert window[b][i] not in learned_at, "learned twice"
-                learned_at[window[b][i]] = (t, bool(over[b]))
-            window[b] = [*window[b][1:], (b, t)]
-            if over[b]:
-                window[b] = [None] * K
-        has = has_next
-        assert [[w is not None for w in row] for row in window] == has.tolist()
-    for (b, s), (t, at_end) in learned_at.items():
-        assert t - s == K or (at_end and t - s < K), (b, s, t)
-    assert len(learned_at) > T  # (most afterstates of the run)
-
-
-def test_a_lambda_run_keeps_its_horizon_and_resumes_exactly():
-    """With `td_horizon` 3 each game keeps 3 afterstates; 60 turns in one call are 30 and 30."""
-    td = make_td(dataclasses.replace(TINY, td_horizon=3, td_lambda=0.7))
-    state = td.init(jax.random.PRNGKey(0))
-    assert state.previous.shape == (8, 3, td.rules.num_features)
-    whole, metrics = td.train(state, 60)
-    half, _ = td.train(state, 30)
-    split, _ = td.train(half, 30)
-    for x, y in zip(jax.tree.leaves(whole), jax.tree.leaves(split), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    assert np.isfinite(np.asarray(metrics["loss"])).all()
-
-
 def test_a_won_afterstate_is_valued_at_its_exact_result():
     td = make_td(TINY)
     params = td.init(jax.random.PRNGKey(0)).params
@@ -248,12 +186,6 @@ def test_bad_settings_are_refused_by_name():
         TDConfig(num_games=0)
     with pytest.raises(ConfigError, match="'gnugo:1' plays go"):
         TDConfig(eval_opponents=("gnugo:1",))
-    with pytest.raises(ConfigError, match="td_lambda must be"):
-        TDConfig(td_lambda=1.5, td_horizon=4)
-    with pytest.raises(ConfigError, match="td_horizon must be"):
-        TDConfig(td_horizon=0)
-    with pytest.raises(ConfigError, match=r"td_lambda=0.7 needs td_horizon >= 2"):
-        TDConfig(td_lambda=0.7)
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,6 @@ VALUE_NETS = ("mlp", "ntuple")
 MAX_DEPTH = 2
 #: ... for a two-player dice game (1 ply over the opponent's rolls, `turbozero.td.lookahead`)
 MAX_DEPTH_TWO_PLAYERS = 1
-#: `td_horizon`'s largest: a backgammon game is about 60 turns
-MAX_HORIZON = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,14 +54,7 @@ class TDConfig(EvalSettings, EpochSettings):
             "wandb_project",
         ),
         "selfplay": ("num_games", "steps_per_epoch"),
-        "learning": (
-            "value_net",
-            "hidden",
-            "ntuples",
-            "learning_rate",
-            "td_lambda",
-            "td_horizon",
-        ),
+        "learning": ("value_net", "hidden", "ntuples", "learning_rate"),
         "eval": (
             "eval_every",
             "eval_games",
@@ -88,13 +79,6 @@ class TDConfig(EvalSettings, EpochSettings):
     # Adam's step for the MLP; for the n-tuple network the share of a board's TD error one
     # update removes (in (0, 1])
     learning_rate: float = 1e-3
-    # in [0, 1]: a two-player game's target for an afterstate is the lambda-return of the
-    # next td_horizon afterstates, the n-turn return weighted (1 - td_lambda) td_lambda^(n - 1)
-    # and the last taking the rest (0: TD(0); 1: the td_horizon-turn return)
-    td_lambda: float = 0.0
-    # turns an afterstate's target looks ahead (cut at the game's end), learned that many turns
-    # after it was played; 1: TD(0), whatever td_lambda
-    td_horizon: int = 1
     # Evaluation: games against each opponent; the first one's points a game rank the best.
     eval_every: int = 5  # epochs between evaluations (and after the last)
     eval_games: int = 100  # per opponent, even: colours alternate
@@ -126,13 +110,6 @@ class TDConfig(EvalSettings, EpochSettings):
         high = 1.0 if self.value_net == "ntuple" else None
         check_range("learning_rate", self.learning_rate, low=0.0, low_inclusive=False, high=high)
         check_range("eval_depth", self.eval_depth, low=0, high=MAX_DEPTH)
-        check_range("td_lambda", self.td_lambda, low=0.0, high=1.0)
-        check_range("td_horizon", self.td_horizon, low=1, high=MAX_HORIZON)
-        if self.td_lambda > 0 and self.td_horizon == 1:
-            raise ConfigError(
-                f"td_lambda={self.td_lambda} needs td_horizon >= 2 (the turns its return looks "
-                "ahead; at 1 the target is TD(0)'s whatever td_lambda is)"
-            )
         rules = spec.afterstates()
         if isinstance(rules, SoloRules):
             if self.eval_opponents:
@@ -142,11 +119,6 @@ class TDConfig(EvalSettings, EpochSettings):
                 )
             if self.eval_accuracy:
                 raise ConfigError(f"eval_accuracy: {self.env!r} has no judge of its moves")
-            if self.td_horizon != 1 or self.td_lambda:
-                raise ConfigError(
-                    f"td_horizon and td_lambda are for two-player games; {self.env!r}'s learner "
-                    f"is TD(0) (td_horizon=1, td_lambda=0), got {self.td_horizon}, {self.td_lambda}"
-                )
         else:
             if not self.eval_opponents:
                 raise ConfigError(

@@ -9,12 +9,7 @@ target is the new afterstate's distribution with the results reversed (what the 
 opponent loses), or the exact result where the turn won the game. One Adam step on the `B`
 targets follows each turn, and games that ended start again.
 
-With `td_horizon` `K` above 1 each game keeps its last `K` afterstates, and the oldest learns
-the λ-return of the `K` after it (`lambda_returns`: the n-turn returns, results reversed at
-every other turn, weighted by `td_lambda`); where a game ends, every afterstate it still holds
-learns its return cut at the end, so each afterstate is learned once.
-
-Shape letters: `B` games, `F` features, `R` results, `N` plays of a turn, `K` the horizon.
+Shape letters: `B` games, `F` features, `R` results, `N` plays of a turn.
 """
 
 from __future__ import annotations
@@ -67,11 +62,8 @@ class TDState(NamedTuple):
         opt_state: Adam's state.
         boards: `[B, *]` each game's position, the mover to play.
         dice: `[B, 2]` the mover's roll.
-        previous: `[B, K, F]` the features of each game's last `K` afterstates, oldest first
-            (the newest the opponent's); `[B, F]` where `K` is 1, as runs before `td_horizon`
-            stored it.
-        has_previous: `[B, K]` bool (`[B]` where `K` is 1): that afterstate is of the game
-            being played and not yet learned (false before a game's first turns).
+        previous: `[B, F]` the features of each game's last afterstate (the opponent's).
+        has_previous: `[B]` bool, false at a game's first turn.
         key: consumed by the next rolls.
     """
 
@@ -152,64 +144,19 @@ def play_turns(rules: TDRules, net: ValueNet, params: Params, boards: Array, dic
 
 
 def init_state(
-    rules: TDRules,
-    net: ValueNet,
-    optimizer: optax.GradientTransformation,
-    B: int,
-    key: PRNGKey,
-    horizon: int = 1,
+    rules: TDRules, net: ValueNet, optimizer: optax.GradientTransformation, B: int, key: PRNGKey
 ) -> TDState:
-    """A new learner: fresh network, every game at the start, `horizon` afterstates kept."""
+    """A new learner: fresh network, every game at the start."""
     k_net, k_dice, key = jax.random.split(key, 3)
     params = net.init(k_net, jnp.zeros((1, rules.num_features), jnp.float32))
-    window = () if horizon == 1 else (horizon,)
     return TDState(
         params=params,
         opt_state=optimizer.init(params),
         boards=jnp.broadcast_to(rules.start, (B, *rules.start.shape)),
         dice=jax.vmap(rules.roll)(jax.random.split(k_dice, B)),
-        previous=jnp.zeros((B, *window, rules.num_features), jnp.float32),
-        has_previous=jnp.zeros((B, *window), bool),
+        previous=jnp.zeros((B, rules.num_features), jnp.float32),
+        has_previous=jnp.zeros((B,), bool),
         key=key,
-    )
-
-
-def return_weights(horizon: int, lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """The λ-return's weights over a game's kept afterstates and the new one.
-
-    Returns:
-        `(weights [K, K + 1], reversed [K, K + 1])`: row `i` (the `i`-th kept afterstate,
-        oldest first) weighs the value of afterstate `j` (`K`: the new one) by
-        `(1 - lam) * lam^(n - 1)` for its `n = j - i`-turn return, and the last, `n = K - i`,
-        by `lam^(K - i - 1)` (all weight the returns past it would have; each row sums to 1);
-        `reversed` where `n` is odd (the other player's afterstate: its results reversed).
-    """
-    weights = np.zeros((horizon, horizon + 1))
-    for i in range(horizon):
-        last = horizon - i
-        for n in range(1, last + 1):
-            weights[i, i + n] = lam ** (n - 1) * (1.0 if n == last else 1.0 - lam)
-    steps = np.arange(horizon + 1)[None, :] - np.arange(horizon)[:, None]
-    return weights.astype(np.float32), (steps % 2 == 1)
-
-
-def lambda_returns(kept: Array, new: Array, lam: float) -> Array:
-    """`[B, K, R]` each kept afterstate's λ-return (`return_weights`), cut at the new one.
-
-    Args:
-        kept: `[B, K, R]` result distributions of each game's kept afterstates, oldest first
-            (the oldest's own is not read).
-        new: `[B, R]` the distribution of the afterstate this turn left (exact where it ended
-            the game: every return past it is its result).
-        lam: λ in [0, 1].
-    """
-    K = kept.shape[1]
-    weights, reverse = return_weights(K, lam)
-    values = jnp.concatenate([kept, new[:, None]], axis=1)  # [B, K + 1, R]
-    same = jnp.asarray(np.where(reverse, 0.0, weights), values.dtype)
-    other = jnp.asarray(np.where(reverse, weights, 0.0), values.dtype)
-    return jnp.einsum("ij,bjr->bir", same, values) + jnp.einsum(
-        "ij,bjr->bir", other, values[..., ::-1]
     )
 
 
@@ -220,67 +167,31 @@ def td_loss(net: ValueNet, params: Params, x: Array, target: Array, weight: Arra
     return -(weight * (target * logp).sum(-1)).sum() / jnp.maximum(weight.sum(), 1.0)
 
 
-def slide(has: Array, over: Array) -> tuple[Array, Array]:
-    """Which kept afterstates a turn's targets complete, and which are kept after it.
-
-    Args:
-        has: `[B, K]` bool, each game's kept afterstates (oldest first) not yet learned.
-        over: `[B]` bool, this turn ended the game.
-
-    Returns:
-        `(learned [B, K], kept [B, K])`: the oldest kept afterstate is learned (its `K`-turn
-        return is complete), and all of a game that ended (their returns are cut at its end);
-        then the window slides by one, this turn's afterstate kept unless it ended the game
-        (where the new game keeps none).
-    """
-    K = has.shape[1]
-    learned = has & ((jnp.arange(K) == 0)[None, :] | over[:, None])
-    kept = jnp.concatenate([has[:, 1:], ~over[:, None]], axis=1) & ~over[:, None]
-    return learned, kept
-
-
 def td_step(
-    rules: TDRules,
-    net: ValueNet,
-    optimizer: optax.GradientTransformation,
-    state: TDState,
-    lam: float = 0.0,
+    rules: TDRules, net: ValueNet, optimizer: optax.GradientTransformation, state: TDState
 ) -> tuple[TDState, dict[str, Array]]:
-    """One turn of every game, and one gradient step on the afterstates whose targets it
-    completes: each game's oldest kept one and, where the turn ended the game, all it kept."""
+    """One turn of every game, and one gradient step on the opponents' previous afterstates."""
     key, k_dice = jax.random.split(state.key)
-    B = state.boards.shape[0]
-    previous = state.previous.reshape(B, -1, rules.num_features)  # [B, K, F]
-    has = state.has_previous.reshape(B, -1)  # [B, K]
-    K = has.shape[1]
     after = play_turns(rules, net, state.params, state.boards, state.dice)
-    over = jax.vmap(rules.result)(after)[0]
-    last = distribution(rules, net, state.params, after)  # [B, R]
-    kept = jnp.zeros((B, 1, last.shape[-1]), last.dtype)  # (the oldest's own: never read)
-    if K > 1:
-        logits = _logits(net, state.params, previous[:, 1:].reshape(-1, rules.num_features))
-        kept = jnp.concatenate([kept, jax.nn.softmax(logits).reshape(B, K - 1, -1)], axis=1)
-    target = jax.lax.stop_gradient(lambda_returns(kept, last, lam))  # [B, K, R]
-    learned, has = slide(has, over)
+    target = jax.lax.stop_gradient(distribution(rules, net, state.params, after)[:, ::-1])
+    weight = state.has_previous.astype(jnp.float32)
     loss, grads = jax.value_and_grad(functools.partial(td_loss, net))(
-        state.params,
-        previous.reshape(B * K, -1),
-        target.reshape(B * K, -1),
-        learned.reshape(-1).astype(jnp.float32),
+        state.params, state.previous, target, weight
     )
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
+    over = jax.vmap(rules.result)(after)[0]
+    B = after.shape[0]
     boards = jnp.where(
         over.reshape((-1,) + (1,) * (after.ndim - 1)), rules.start, jax.vmap(rules.flip)(after)
     )
-    features = jax.vmap(rules.features)(after)[:, None]
     new = TDState(
         params=params,
         opt_state=opt_state,
         boards=boards.astype(state.boards.dtype),
         dice=jax.vmap(rules.roll)(jax.random.split(k_dice, B)),
-        previous=jnp.concatenate([previous[:, 1:], features], 1).reshape(state.previous.shape),
-        has_previous=has.reshape(state.has_previous.shape),
+        previous=jax.vmap(rules.features)(after),
+        has_previous=~over,
         key=key,
     )
     return new, {"loss": loss, "games": over.sum()}
@@ -292,12 +203,11 @@ def train_steps(
     optimizer: optax.GradientTransformation,
     state: TDState,
     steps: int,
-    lam: float = 0.0,
 ) -> tuple[TDState, dict[str, Array]]:
-    """`steps` of `td_step` (λ `lam`) in one `lax.scan`."""
+    """`steps` of `td_step` in one `lax.scan`."""
 
     def body(s: TDState, _: Any) -> tuple[TDState, dict[str, Array]]:
-        return td_step(rules, net, optimizer, s, lam)
+        return td_step(rules, net, optimizer, s)
 
     return jax.lax.scan(body, state, None, length=steps)
 
@@ -317,13 +227,8 @@ def make_td(config: TDConfig) -> TD | SoloTD:
         rules=rules,
         net=net,
         optimizer=optimizer,
-        init=functools.partial(
-            init_state, rules, net, optimizer, config.num_games, horizon=config.td_horizon
-        ),
-        train=jax.jit(
-            functools.partial(train_steps, rules, net, optimizer, lam=config.td_lambda),
-            static_argnums=1,
-        ),
+        init=functools.partial(init_state, rules, net, optimizer, config.num_games),
+        train=jax.jit(functools.partial(train_steps, rules, net, optimizer), static_argnums=1),
         distribution=functools.partial(distribution, rules, net),
         equity=functools.partial(equity, rules, net),
     )
@@ -425,8 +330,8 @@ def rating_bytes(td: TD, afterstates: int) -> int:
 def training_bytes(td: TD | SoloTD) -> int:
     """Bytes one training step works in beside the state (shapes only): every game's turn
     listed and its valid plays rated in chunks, twice over for a roll played twice, and the
-    gradient's activations over every kept afterstate (a one-player game: every move's
-    afterstate and its weights read, twice over)."""
+    gradient's activations (a one-player game: every move's afterstate and its weights read,
+    twice over)."""
     if isinstance(td, SoloTD):
         after = jax.eval_shape(
             td.rules.moves, jax.eval_shape(td.rules.start, jax.random.PRNGKey(0))
@@ -438,7 +343,7 @@ def training_bytes(td: TD | SoloTD) -> int:
     B = td.config.num_games
     listed = B * plays[1].shape[0]  # (packed: order, scores and masks of every listed play)
     turn = B * pytree_bytes(plays) + 3 * 4 * listed + rating_bytes(td, min(listed, RATE_CHUNK))
-    return 2 * turn + 3 * rating_bytes(td, B * td.config.td_horizon)
+    return 2 * turn + 3 * rating_bytes(td, B)
 
 
 def td_agent(

@@ -103,13 +103,8 @@ class TDRun(RunHooks):
         else:
             net = f"value net {tuple(cfg.hidden)}"
         depth = f", play {cfg.eval_depth} chance layers ahead" if cfg.eval_depth else ""
-        target = (
-            f", lambda-return ({cfg.td_lambda}) over {cfg.td_horizon} turns"
-            if cfg.td_horizon > 1
-            else ""
-        )
         return (
-            f"{cfg.num_games} games x {cfg.steps_per_epoch} turns/epoch, {net}{target}, "
+            f"{cfg.num_games} games x {cfg.steps_per_epoch} turns/epoch, {net}, "
             f"{cfg.num_epochs} epochs{depth}"
         )
 

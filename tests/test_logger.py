@@ -49,6 +49,12 @@ def test_rows_go_to_metrics_jsonl_tensorboard_and_wandb(tmp_path, monkeypatch, c
         log.epoch({"epoch": 2, "env_steps": 128, "wall_seconds": 2.0, "loss": 0.4})
     assert inits[0]["id"] == inits[1]["id"] and inits[1]["resume"] == "allow"
     assert purged == [64, 128]
+    # a logger closed once, again (the runner closes it also where the run fails before its
+    # epochs), or never entered: its W&B run finished once
+    log.close()
+    assert sorted(finished) == ["tb", "tb", "wandb", "wandb"]
+    MetricsLogger(rd, total_epochs=2, progress=False, config=cfg).close()
+    assert sorted(finished) == ["tb", "tb", "wandb", "wandb", "wandb"]
 
 
 def test_a_disabled_logger_writes_nothing(tmp_path):

@@ -16,6 +16,7 @@ from turbozero.arena.accuracy import (
     move_accuracy,
     positions_for,
     random_accuracy,
+    save_cached,
 )
 from turbozero.games.connect_four import labelled_positions as connect_four_positions
 from turbozero.games.connect_four import require_bitbully, score_moves
@@ -265,3 +266,21 @@ def test_cli_accuracy_asks_the_run_for_the_set_size_its_evaluations_used(tmp_pat
         assert out["positions"] == expected
         # the count of result-losing moves beside the share, which rounding would hide
         assert out["mistakes"] == round((1 - out["accuracy_result"]) * expected)
+
+
+def test_a_cache_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """`save_cached` renames a complete file into place; a write that fails (a full disk,
+    Ctrl-C) leaves neither the file nor its temporary one behind."""
+    path = tmp_path / "positions" / "set.npz"
+    save_cached(path, moves=np.arange(3))
+    np.testing.assert_array_equal(np.load(path)["moves"], np.arange(3))
+
+    def full_disk(file, **arrays):
+        with open(file, "wb") as f:
+            f.write(b"PK partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        save_cached(tmp_path / "positions" / "other.npz", moves=np.arange(3))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["set.npz"]

@@ -148,6 +148,21 @@ def test_alphazero_agent_refuses_node_and_simulation_counts_out_of_range(tic_tac
         alphazero_agent(tic_tac_toe, uniform, None, num_simulations=8, temperature=float("nan"))
 
 
+def test_search_agents_refuse_more_simulations_than_a_tree_holds_in_a_game_with_chance():
+    """A game with chance needs two nodes a simulation: the count is refused by its own name,
+    not as a `max_nodes` the caller never gave."""
+    from turbozero.arena import alphazero_agent, rollout_mcts_agent
+    from turbozero.search.search import MAX_NODES
+
+    game = envs.make("2048")
+    half = (MAX_NODES - 1) // 2
+    says = f"num_simulations must be an int >= 1 and <= {half}, got {half + 1}"
+    with pytest.raises(ValueError, match=says):
+        alphazero_agent(game, lambda *a: None, None, num_simulations=half + 1)
+    with pytest.raises(ValueError, match=says):
+        rollout_mcts_agent(game, num_simulations=half + 1)
+
+
 def test_one_masked_softmax_decides_the_rows_without_weight_for_search_and_agents():
     import jax.numpy as jnp
     import numpy as np

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 
 import turbozero
+from tests.subprocesses import pythonpath
 from turbozero.arena import play_match, random_agent
 from turbozero.arena.opponents import make_opponent, parse_opponent
 from turbozero.config import ConfigError
@@ -32,6 +34,7 @@ from turbozero.engines.gtp import (
     action_to_vertex,
     gnugo_command,
     position_sgf,
+    sgf_file,
     vertex_to_action,
 )
 from turbozero.io.outside import failure_behind
@@ -126,6 +129,56 @@ def pidfile(tmp_path):
 
 def fake(*flags: str) -> list[str]:
     return [*FAKE.split(), *flags]
+
+
+def test_an_engines_position_files_last_one_move(monkeypatch, tmp_path):
+    """Each move's SGF file is removed after the move, also where the engine failed, so that no
+    engine leaves files behind (closed or not)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    engine = GTPEngine(FAKE.split(), 9)
+    assert engine.genmove(EMPTY, True, ALL_LEGAL) == 0
+    assert list(tmp_path.iterdir()) == []
+    broken = GTPEngine(fake("--garbage"), 9)
+    with pytest.raises(GTPError):
+        broken.genmove(EMPTY, True, ALL_LEGAL)
+    assert list(tmp_path.iterdir()) == []
+    engine.close()
+    broken.close()
+
+
+_EXIT_WHILE_THINKING = """
+import os, sys, threading, time
+import numpy as np
+from turbozero.engines.gtp import GTPEngine
+from turbozero.io.signals import exit_now
+
+fake, pidfile, tmp = sys.argv[1:]
+engine = GTPEngine([sys.executable, fake, "--silent-at", "genmove", "--pidfile", pidfile], 9)
+args = (np.zeros(81, int), True, np.ones(82, bool))
+threading.Thread(target=engine.genmove, args=args, daemon=True).start()
+while not (os.path.exists(pidfile) and os.listdir(tmp)):
+    time.sleep(0.05)
+time.sleep(0.3)  # (the engine asked for its move, which it never gives)
+exit_now()
+"""
+
+
+def test_ending_training_at_once_ends_an_engine_that_thinks_and_its_position_file(
+    pidfile, tmp_path
+):
+    """`exit_now` (a second Ctrl-C that training could not honour in time) skips `atexit`: the
+    engines, in sessions of their own, are ended by it, and the move's SGF file is removed."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = [sys.executable, "-c", _EXIT_WHILE_THINKING, FAKE.split()[1], str(pidfile), str(tmp)]
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": pythonpath()}
+    done = subprocess.run(script, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr[-2000:]
+    deadline = time.monotonic() + 5
+    while running(int(pidfile.read_text())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(int(pidfile.read_text())), "the engine outlived the process"
+    assert list(tmp.iterdir()) == []
 
 
 @pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf"), "5", True])
@@ -246,8 +299,6 @@ sys.exit(main(["eval", "RUN", "--games", "2", "--max-steps", "10", "--vs", sys.a
 
 def start(*argv: str) -> subprocess.Popen[str]:
     """`python ARGV...` run on the repository's code, its output kept."""
-    from tests.subprocesses import pythonpath
-
     return subprocess.Popen(
         [sys.executable, *argv],
         env={**os.environ, "PYTHONPATH": pythonpath(), "JAX_PLATFORMS": "cpu"},
@@ -406,8 +457,8 @@ def test_gnugo_lists_the_legal_moves_pgx_does(go9):
         if int(state._x.ko) != -1:
             continue
         black = int(state._x.step_count) % 2 == 0
-        Path(engine._sgf.name).write_text(position_sgf(np.asarray(state._x.board), black, 9))
-        engine.ask(f"loadsgf {engine._sgf.name}")
+        with sgf_file(position_sgf(np.asarray(state._x.board), black, 9)) as path:
+            engine.ask(f"loadsgf {path}")
         listed = engine.ask(f"all_legal {'b' if black else 'w'}").split()
         ours = {action_to_vertex(int(a), 9) for a in np.flatnonzero(mask[:-1])}
         assert set(listed) == ours, (state._x.step_count, set(listed) ^ ours)

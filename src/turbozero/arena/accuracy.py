@@ -257,6 +257,20 @@ def cache_dir() -> Path:
     return Path(base) / "positions"
 
 
+def save_cached(path: Path, **arrays: Any) -> None:
+    """Write `arrays` to the cache file `path` (`.npz`) whole or not at all: through a temporary
+    file of this process's (processes may share a cache) that is renamed into place, or removed
+    where writing fails (a full disk, Ctrl-C)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def solved_games() -> tuple[str, ...]:
     """The games with a labelled position set (their `GameSpec.judge` is a solver)."""
     return tuple(name for name, g in all_games().items() if g.judge and g.judge.by == "a solver")

@@ -22,6 +22,7 @@ from turbozero.arena.opponents import make_opponent, parse_opponent
 from turbozero.config import INT32_MAX, SEED_MAX, SEED_MIN, ConfigError
 from turbozero.envs.core import Env
 from turbozero.gamespec import game_spec
+from turbozero.io import outside
 from turbozero.search.search import MAX_NODES
 from turbozero.types import PRNGKey
 
@@ -116,11 +117,14 @@ def evaluate_run(
         ConfigError: a setting this game or opponent does not allow.
     """
     key = jax.random.PRNGKey(seed)
-    if accuracy:
-        return _eval_accuracy(loaded, key, run, positions, weights, dict(search or {}))
-    if loaded.env.num_players == 1:
-        return _eval_one_player(loaded, key, run, vs, games, max_steps, opening_moves)
-    return _eval_two_players(loaded, key, run, vs, games, max_steps, opening_moves, load_opponent)
+    with outside.ending_those_started():  # (an engine opponent ends with the evaluation)
+        if accuracy:
+            return _eval_accuracy(loaded, key, run, positions, weights, dict(search or {}))
+        if loaded.env.num_players == 1:
+            return _eval_one_player(loaded, key, run, vs, games, max_steps, opening_moves)
+        return _eval_two_players(
+            loaded, key, run, vs, games, max_steps, opening_moves, load_opponent
+        )
 
 
 def _opponent(spec: str, env: Env, load_run: Callable[[str], Any] | None) -> Agent:

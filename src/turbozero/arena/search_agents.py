@@ -45,6 +45,13 @@ def nodes_for(env: Env, num_simulations: int) -> int:
     return num_simulations * (2 if env.chance is not None else 1) + 1
 
 
+def check_simulations(env: Env, num_simulations: int) -> int:
+    """`num_simulations` checked against what a tree of `MAX_NODES` holds for `env`
+    (`nodes_for`: half as many in games with chance), named in the error."""
+    high = (MAX_NODES - 1) // (2 if env.chance is not None else 1)
+    return check_count("num_simulations", num_simulations, low=1, high=high)
+
+
 def alphazero_agent(
     env: Env,
     eval_fn: EvalFn,
@@ -67,7 +74,7 @@ def alphazero_agent(
     `discount`: the per-step discount of the search's backups, in (0, 1]; an agent whose network
     learnt discounted values should search with the discount it learnt them under."""
     temperature = check_number("temperature", temperature, low=0.0)
-    num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
+    num_simulations = check_simulations(env, num_simulations)
     if max_nodes is not None:
         max_nodes = check_count("max_nodes", max_nodes, low=2)
     selector = selector or puct()
@@ -130,7 +137,7 @@ def rollout_mcts_agent(
     name: str | None = None,
 ) -> Agent:
     """Pure MCTS with random rollouts: a strength ladder that needs no network."""
-    num_simulations = check_count("num_simulations", num_simulations, low=1, high=MAX_NODES - 1)
+    num_simulations = check_simulations(env, num_simulations)
     search = make_search(
         env,
         state_eval_fn=rollout_value_fn(env),

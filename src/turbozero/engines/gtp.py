@@ -1,8 +1,9 @@
 """Go engines over GTP, the Go Text Protocol: `gtp:COMMAND` (any engine: KataGo, Pachi, ...) and
 `gnugo:LEVEL` (GNU Go from Debian's `gnugo` package at level 1 to 10), as opponents.
 
-The engine runs as a subprocess. Each move it is sent the position as an SGF file (`loadsgf`):
-the board size, pgx's komi (7.5), the stones and the colour to play, then asked `genmove`; its
+The engine runs as a subprocess. Each move it is sent the position as an SGF file (`loadsgf`;
+the file exists for that move only, `sgf_file`): the board size, pgx's komi (7.5), the stones
+and the colour to play, then asked `genmove`; its
 vertex is pgx's action (`pass` is pgx's last action, and `resign`, which pgx has not, is
 played as a pass). The position carries no history: an engine may retake a ko that pgx's simple
 ko forbids; such a move is played as a pass and counted (`GTPEngine.refused`). An engine that
@@ -22,6 +23,7 @@ back into the `GTPError` (the CLI and the play page say that line).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import queue
@@ -33,6 +35,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import IO
 
 import numpy as np
@@ -103,6 +106,20 @@ def action_to_vertex(action: int, size: int) -> str:
     return go_label(size)(action)
 
 
+@contextlib.contextmanager
+def sgf_file(sgf: str) -> Iterator[str]:
+    """A temporary file holding `sgf` for one `loadsgf`, removed when the block ends however it
+    ends (a file kept for an engine's life was left behind by every engine not closed)."""
+    fd, path = tempfile.mkstemp(suffix=".sgf", prefix="turbozero-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(sgf)
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 def position_sgf(board: np.ndarray, black_to_play: bool, size: int, komi: float = KOMI) -> str:
     """An SGF game holding only the position: `board` `[size * size]` (>0 black, <0 white,
     row-major from the top) with the colour to play."""
@@ -160,8 +177,7 @@ class GTPEngine:
         self._process: subprocess.Popen[str] | None = None
         self._answers: queue.Queue[str | None] = queue.Queue()  # its lines; None at their end
         self._lock = threading.Lock()
-        self._sgf = tempfile.NamedTemporaryFile("w", suffix=".sgf", delete=False)  # noqa: SIM115
-        self._sgf.close()
+        self._position: str | None = None  # the SGF file of the move in flight (`kill` removes it)
         outside.known(self)
 
     # -- public --------------------------------------------------------------------------
@@ -185,13 +201,13 @@ class GTPEngine:
             GTPError: the engine failed (no answer in time, an answer that is not a move of the
                 board, an exit again after the restart, ...), the engine named.
         """
-        with open(self._sgf.name, "w") as f:
-            f.write(position_sgf(np.asarray(board), black_to_play, self.size))
         command = f"genmove {'b' if black_to_play else 'w'}"
-        with self._lock:
+        sgf = position_sgf(np.asarray(board), black_to_play, self.size)
+        with self._lock, sgf_file(sgf) as path:
             self.failure = None
+            self._position = path
             try:
-                vertex = self._ask_restarting(f"loadsgf {self._sgf.name}", command)
+                vertex = self._ask_restarting(f"loadsgf {path}", command)
                 try:
                     action = vertex_to_action(vertex, self.size)
                 except GTPError as err:
@@ -200,6 +216,8 @@ class GTPEngine:
             except BaseException as err:  # (an interrupt too: see `outside.failure_behind`)
                 self.failure = err
                 raise
+            finally:
+                self._position = None
         if not legal[action]:
             self.refused += 1
             return self.size * self.size
@@ -218,8 +236,6 @@ class GTPEngine:
                 self._lock.release()
         else:
             self.kill()
-        if os.path.exists(self._sgf.name):
-            os.unlink(self._sgf.name)
 
     def kill(self) -> None:
         """End the engine at once (SIGTERM, then SIGKILL), without its lock: from a signal
@@ -228,6 +244,10 @@ class GTPEngine:
         process = self._process
         if process is not None:
             _end_process(process)
+        position = self._position  # (the process may end before the move's block removes it)
+        if position is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(position)
 
     # -- the process ---------------------------------------------------------------------
 

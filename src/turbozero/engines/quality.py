@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.accuracy import cache_dir
+from turbozero.arena.accuracy import cache_dir, save_cached
 from turbozero.arena.agents import Agent
 from turbozero.engines.backgammon import (
     NO_OP,
@@ -234,8 +233,6 @@ def _read(path: Path, treedef: Any, example: Any, n: int, ply: int) -> QualityPo
 
 
 def _write(path: Path, positions: QualityPositions, leaves: list[np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # (processes sharing a cache)
     arrays: dict[str, Any] = {f"leaf_{k}": x for k, x in enumerate(leaves)}
     arrays.update(
         boards=positions.boards,
@@ -244,8 +241,7 @@ def _write(path: Path, positions: QualityPositions, leaves: list[np.ndarray]) ->
         afters=positions.afters,
         equity=positions.equity,
     )
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    save_cached(path, **arrays)
 
 
 def agent_plays(env: Env, agent: Agent, positions: QualityPositions, key: PRNGKey) -> np.ndarray:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from turbozero.arena.accuracy import CACHE_VERSION, PositionSet, cache_dir, solver_metrics
+from turbozero.arena.accuracy import (
+    CACHE_VERSION,
+    PositionSet,
+    cache_dir,
+    save_cached,
+    solver_metrics,
+)
 from turbozero.arena.agents import AgentOutput, legal_mask, make_agent, uniform_over_best
 from turbozero.config import register_preset
 from turbozero.gamespec import (
@@ -203,10 +208,7 @@ def labelled_positions(
         moves[i, :ply] = played
         scores[i] = _scores_of(board)
         i += 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # (processes sharing a cache)
-    np.savez(tmp, moves=moves, scores=scores)
-    os.replace(tmp, path)
+    save_cached(path, moves=moves, scores=scores)
     return PositionSet("connect_four", moves, scores, phases)
 
 

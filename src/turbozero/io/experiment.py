@@ -41,6 +41,7 @@ from jax.experimental import multihost_utils
 from turbozero.algorithms import algorithm
 from turbozero.config import resolve_config
 from turbozero.gamespec import Judge, game_module_of, game_spec
+from turbozero.io import outside
 from turbozero.io.checkpoint import Checkpointer
 from turbozero.io.logger import MetricsLogger, check_logging_extras
 from turbozero.io.migrations import FORMAT_VERSION
@@ -404,6 +405,7 @@ def run_experiment(
     primary = jax.process_index() == 0  # only process 0 writes logs, summaries and plots
     config = algorithm.config
     with contextlib.ExitStack() as cleanup:
+        cleanup.enter_context(outside.ending_those_started())  # (its opponents' engines)
         preset = _open_on_every_process(
             run_dir, algorithm, resume=resume, preset=preset, cleanup=cleanup, primary=primary
         )
@@ -416,6 +418,7 @@ def run_experiment(
             enabled=primary,
             judge=judge,
         )
+        cleanup.callback(log.close)  # (where the run fails before its epochs' `with log`)
         log.info(
             f"turbozero {algorithm.name} on {algorithm.env_name}: {algorithm.describe()} -> "
             f"{run_dir.path}"

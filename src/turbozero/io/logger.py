@@ -194,12 +194,20 @@ class MetricsLogger:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-        if self._tb is not None:
-            self._tb.close()
-        if self._wandb is not None:
-            self._wandb.finish()
+        self.close()
+
+    def close(self) -> None:
+        """Stop the progress bar and close the TensorBoard writer and the W&B run; again, it
+        does nothing (the runner also calls it where a run fails before its first epoch, the W&B
+        run already started)."""
+        progress, tb, run = self._progress, self._tb, self._wandb
+        self._progress = self._tb = self._wandb = self._tb_writer = None
+        if progress is not None:
+            progress.stop()
+        if tb is not None:
+            tb.close()
+        if run is not None:
+            run.finish()
 
     def stopped(self, epoch: int) -> None:
         """Say that a stop signal ended the run early, and how to go on."""

@@ -16,9 +16,11 @@ dropped, so a command says the failure in one line.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from turbozero.io.errors import EngineError
@@ -72,6 +74,23 @@ def end_all(*, at_once: bool = False) -> None:
 
 
 atexit.register(end_all)
+
+
+@contextlib.contextmanager
+def ending_those_started() -> Iterator[None]:
+    """End (`close`) the programs whose processes start inside the block when it ends, however
+    it ends: a run's or an evaluation's engines end with it rather than with the interpreter (a
+    notebook that trains ten runs would otherwise keep ten idle engines). Programs running
+    before the block are left to their owners."""
+    with _LOCK:
+        before = set(_RUNNING)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            started = [p for p in _RUNNING if p not in before]
+        for program in started:
+            program.close()
 
 
 def failure_behind(err: BaseException) -> BaseException | None:

@@ -10,13 +10,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from turbozero.io import outside
+
 #: seconds a second Ctrl-C may take to end the run before the process is ended outright
 ABORT_GRACE_SECONDS = 1.0
 
 
 def exit_now() -> None:
-    """End the process with Ctrl-C's status (130), at once, from any thread."""
+    """End the process with Ctrl-C's status (130), at once, from any thread, and the outside
+    programs it started (`os._exit` skips `atexit`, which would have ended them)."""
     print("\ninterrupted (the checkpoints saved before stay)", file=sys.stderr, flush=True)
+    outside.end_all(at_once=True)
     os._exit(130)
 
 

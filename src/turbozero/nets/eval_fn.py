@@ -8,6 +8,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from turbozero.types import Array, EvalFn, Params, PRNGKey
 
@@ -26,14 +27,29 @@ def make_eval_fn(
         state_to_input: optional per-observation transform applied (vmapped) first.
         value_support: `[K]` bin centres when the module returns value-bin logits `[B, K]`;
             the value is then their expectation.
+
+    Raises:
+        ValueError: `state_to_input` is not callable, or `value_support` is not a row of at
+            least 2 finite numbers.
     """
+    if state_to_input is not None and not callable(state_to_input):
+        raise ValueError(f"state_to_input must be a function or None, got {state_to_input!r}")
+    bins = None  # (NumPy: making the function starts no backend)
+    if value_support is not None:
+        support = np.asarray(value_support, np.float32)
+        if support.ndim != 1 or support.size < 2 or not np.isfinite(support).all():
+            raise ValueError(
+                "value_support must be a row [K] of at least 2 finite bin centres, got shape "
+                f"{support.shape}" + ("" if np.isfinite(support).all() else " with NaN or inf")
+            )
+        bins = support
 
     def eval_fn(params: Params, observations: Array, key: PRNGKey) -> tuple[Array, Array]:
         x = observations if state_to_input is None else jax.vmap(state_to_input)(observations)
         out: Any = module.apply(params, x, train=False)
         logits, value = out
-        if value_support is not None:
-            value = jnp.sum(jax.nn.softmax(value, axis=-1) * value_support, axis=-1)
+        if bins is not None:
+            value = jnp.sum(jax.nn.softmax(value, axis=-1) * bins, axis=-1)
         return logits, value
 
     return eval_fn

@@ -3,14 +3,13 @@
 
 The engine runs as a subprocess. Each move it is sent the position as an SGF file (`loadsgf`;
 the file exists for that move only, `sgf_file`): the board size, pgx's komi (7.5), the stones
-and the colour to play, then asked `genmove`; its
-vertex is pgx's action (`pass` is pgx's last action, and `resign`, which pgx has not, is
-played as a pass). The position carries no history: an engine may retake a ko that pgx's simple
-ko forbids; such a move is played as a pass and counted (`GTPEngine.refused`). An engine that
-dies is started again; a command that is not there is refused in one line when the opponent is
-made. The translation between pgx's state and GTP's vertices lives here: pgx keeps the board
-row-major from the top row, black stones positive and white negative (`state._x.board`), the
-colour to play `_x.step_count % 2` (0 black).
+and the colour to play, then asked `genmove`; its vertex is pgx's action (`pass` is pgx's last
+action, and `resign`, which pgx has not, is played as a pass). The position carries no history:
+an engine may retake a ko that pgx's simple ko forbids; such a move is played as a pass and
+counted (`GTPEngine.refused`). An engine that dies is started again; a command that is not there
+is refused in one line when the opponent is made. The translation between pgx's state and
+GTP's vertices lives here: pgx keeps the board row-major from the top row, black stones positive
+and white negative (`state._x.board`), the colour to play `_x.step_count % 2` (0 black).
 
 Every command has a time limit (`GTPEngine`'s `timeout`, 60 s by default): an engine that does
 not answer in time is ended. An engine runs in its own process group and is ended with the

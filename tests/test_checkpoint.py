@@ -122,6 +122,20 @@ def test_a_step_that_does_not_exist_is_not_found_rather_than_damaged(tmp_path):
     ckpt.close()
 
 
+def test_a_reader_of_a_run_without_checkpoints_creates_nothing(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    run.chmod(0o555)  # a copy that cannot be written (root still could: the listing checks)
+    try:
+        with pytest.raises(FileNotFoundError, match="no checkpoint in"):
+            checkpoint.restore_checkpoint(run / "checkpoints", {"w": jnp.zeros(2)})
+        assert list(run.iterdir()) == []
+    finally:
+        run.chmod(0o755)
+    Checkpointer(run / "checkpoints", writer=True).close()  # a writer creates its folder
+    assert (run / "checkpoints").is_dir()
+
+
 def test_a_step_set_aside_twice_keeps_both_copies(tmp_path):
     ckpt = Checkpointer(tmp_path / "c")
     for _ in range(2):

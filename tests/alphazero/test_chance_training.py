@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from turbozero.alphazero import AlphaZeroConfig, NetworkConfig, SearchConfig, train
+from turbozero.config import ConfigError
 from turbozero.io.rundir import RunDir
 from turbozero.loading import load_agent
 
@@ -71,3 +72,19 @@ def test_backgammon_evaluation_plays_random_and_its_own_network(systems, tmp_pat
 def test_network_is_an_opponent_only_of_two_player_games():
     with pytest.raises(ValueError, match="eval_opponents"):
         _tiny("2048", eval_opponents=("network",)).check_new_run(num_players=1)
+
+
+@pytest.mark.parametrize(
+    "overrides, named",
+    [
+        (["search.num_simulations=3000000"], r"eval_simulations=12000000 .*\(left out, it is 4x"),
+        (["eval_simulations=9000000"], r"eval_simulations=9000000 .* in \[1, 8388607\]$"),
+        (["eval_simulations=0", "search.num_simulations=9000000"], "search.num_simulations="),
+    ],
+)
+def test_evaluation_simulations_a_chance_tree_cannot_hold_are_refused_by_name(overrides, named):
+    cfg = _tiny("2048").with_overrides(overrides)
+    cfg.check_new_run(1)  # (a game without chance holds them)
+    with pytest.raises(ConfigError, match=named):
+        cfg.check_new_run(1, chance=True)
+    _tiny("2048", eval_simulations=8388607).check_new_run(1, chance=True)

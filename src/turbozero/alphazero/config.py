@@ -378,10 +378,25 @@ class AlphaZeroConfig(EvalSettings, EpochSettings):
             ),
         )
 
-    def check_new_run(self, num_players: int | None = None) -> None:
+    def check_new_run(self, num_players: int | None = None, *, chance: bool = False) -> None:
         """Checks for a run about to start, not for one read back: runs written before a
         check existed must still load (`load_agent`, `--resume`). `num_players`: the game's,
-        once it is built (a one-player game's evaluation is the network alone)."""
+        once it is built (a one-player game's evaluation is the network alone); `chance`:
+        whether it has chance nodes (a search's tree then holds half the simulations)."""
+        if chance:
+            given = self.eval_simulations
+            sims = self.resolved().eval_simulations if given is None else given
+            # (0: the evaluation searches as self-play does)
+            name = "eval_simulations" if sims else "search.num_simulations"
+            sims = sims or self.search.num_simulations
+            high = (MAX_NODES - 1) // 2
+            if sims > high:
+                raise ConfigError(
+                    f"{name}={sims} is more than an evaluation's search tree holds in a game "
+                    f"with chance (a chance node and its outcome a simulation): set {name} in "
+                    f"[1, {high}]"
+                    + (" (left out, it is 4x search.num_simulations)" if given is None else "")
+                )
         if num_players == 1:
             versus = [o for o in self.eval_opponents if o != "random"]  # ("random" the default)
             for name, used in (

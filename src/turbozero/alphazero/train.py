@@ -684,7 +684,7 @@ def train_alphazero(
     az = make_alphazero(config, **(parts or {}), mesh=sharder.mesh, systems=systems)
     recipes = record_parts(parts or {}, rebuild, describe_parts)
     if not resume:
-        config.check_new_run(az.env.num_players)
+        config.check_new_run(az.env.num_players, chance=az.env.chance is not None)
     state_shape = jax.eval_shape(az.init, jax.random.PRNGKey(0))
     if check_memory:
         what = "the training state (trees, replay memory, network and optimizer)"

@@ -165,7 +165,7 @@ class Checkpointer:
     def __init__(
         self, directory: str | os.PathLike[str], *, keep: int | None = 3, writer: bool = False
     ):
-        """Open (and create) `directory`.
+        """Open `directory` (a writer creates it; a reader leaves a missing one missing).
 
         Args:
             directory: the checkpoints' folder.
@@ -173,7 +173,8 @@ class Checkpointer:
             writer: this is the training that writes here (holding the run's lock): the
                 temporary folders of saves a crash cut short are removed on opening. Readers
                 (loading an agent while the run trains) leave them, as one may be a save in
-                progress.
+                progress, and create nothing: a run without checkpoints, or a copy that cannot
+                be written, stays as it is.
         """
         if keep is not None and keep < 1:
             raise ValueError(f"keep must be >= 1 or None (keep all), got {keep}")
@@ -182,7 +183,7 @@ class Checkpointer:
             self.directory,
             options=ocp.CheckpointManagerOptions(
                 max_to_keep=keep,
-                create=True,
+                create=writer,
                 enable_async_checkpointing=False,
                 cleanup_tmp_directories=writer,
             ),

@@ -85,3 +85,30 @@ def test_go_on_seven_by_seven_is_built_checked_drawn_and_named_from_its_file():
     assert env.render_svg(jax.device_get(state)).count("<circle") == 1  # the stone on D4
     assert move_label("go_7x7", 24) == "D4" and move_label("go_7x7", 49) == "pass"
     assert len(board_cells("go_7x7")) == 49
+
+
+def test_games_drawn_with_compilation_off_are_drawn_as_compiled():
+    """Backgammon's and othello's drawings run with JAX's compilation off (`Page.draw_eagerly`:
+    pgx's drawing turns the board with `lax.cond`, a program compiled per drawing); the drawing
+    is the compiled one's, with either side to move."""
+    import jax
+    import jax.numpy as jnp
+    from pgx._src.visualizer import Visualizer
+
+    from turbozero import envs
+    from turbozero.gamespec import game_spec
+
+    for name, moves in (("backgammon", (0, 13, 0)), ("othello", (19, 18))):
+        env, page = envs.make(name), game_spec(name).page
+        assert page.draw_eagerly
+        state = env.init(jax.random.PRNGKey(1))[0]
+        turns = set()
+        for action in moves:
+            state = jax.tree.map(jnp.asarray, jax.device_get(state))
+            compiled = Visualizer(color_theme="light").get_dwg(states=state).tostring()
+            compiled = compiled if page.redraw is None else page.redraw(compiled)
+            assert env.render_svg(state) == compiled, name
+            turns.add(int(state._turn if name == "backgammon" else state._x.turn))
+            legal = jnp.flatnonzero(state.legal_action_mask)
+            state = env.step(state, legal[action % len(legal)], jax.random.PRNGKey(2))[0]
+        assert turns == {0, 1}, name  # (both sides' boards, the cond's two branches)

@@ -33,7 +33,7 @@ TINY = TDConfig(
     num_epochs=2,
     hidden=(16,),
     eval_every=1,
-    eval_games=4,
+    eval_games=2,
     eval_opponents=("pubeval",),
     eval_record_games=0,  # (drawing a backgammon game takes ~10 s: `RECORDED` draws one)
 )

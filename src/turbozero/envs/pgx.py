@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, NamedTuple
 
 import jax
@@ -147,10 +148,12 @@ def from_pgx(env: pgx.Env, *, name: str | None = None) -> Env:
         from pgx._src.visualizer import Visualizer  # host side only
 
         state = jax.tree.map(jnp.asarray, state)  # (drawings index with `.at`: jax arrays)
-        svg: str = Visualizer(color_theme="light").get_dwg(states=state).tostring()
         spec = game_spec(env_id)
-        redraw = None if spec is None or spec.page is None else spec.page.redraw
-        return svg if redraw is None else redraw(svg)
+        page = None if spec is None else spec.page
+        eagerly = jax.disable_jit() if page is not None and page.draw_eagerly else nullcontext()
+        with eagerly:
+            svg: str = Visualizer(color_theme="light").get_dwg(states=state).tostring()
+        return svg if page is None or page.redraw is None else page.redraw(svg)
 
     # pgx's `num_actions` and `observation_shape` each run `init` op by op (a hundred small
     # programs compiled per game); the shapes of a traced `init` say the same

@@ -457,6 +457,7 @@ GAME_SPEC = register_game(
             turn_marks=turn_marks,
             colour_and_points=colour_and_points,
             redraw=redraw,
+            draw_eagerly=True,  # (pgx's drawing turns the board with `lax.cond`)
         ),
     )
 )

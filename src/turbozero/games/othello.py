@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turbozero.config import register_preset
-from turbozero.gamespec import Board, GameSpec, grid_cells, register_game, square_label
+from turbozero.gamespec import Board, GameSpec, Page, grid_cells, register_game, square_label
 
 GAME = register_game(
     GameSpec(
@@ -16,6 +16,7 @@ GAME = register_game(
             symmetry=("square", 8),
             coordinates=True,
         ),
+        page=Page(draw_eagerly=True),  # (pgx's drawing turns the board with `lax.cond`)
     )
 )
 

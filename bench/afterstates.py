@@ -81,7 +81,9 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=None, help="training seconds")
     parser.add_argument("--games", type=int, default=1000)
     parser.add_argument("--deep-games", type=int, default=200, dest="deep_games")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the matches' keys (training's: --set seed=N)"
+    )
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE for the preset")
     parser.add_argument("--keep", type=Path, default=None, help="train into this directory")
     parser.add_argument("--run", type=Path, default=None, help="measure this run instead")

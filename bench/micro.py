@@ -5,8 +5,13 @@
 - `gather`: one tree level's row gather through a flat index (`search.gather_rows`) against
   `x[b, node]`, from a tree `[batch, nodes, 3, actions]`, 200 levels in a `fori_loop`.
 
+- `draw`: a pgx game's drawing (`Env.render_svg`) with JAX's compilation off against pgx's
+  drawing as it runs (`Page.draw_eagerly` says which a game uses), for backgammon, othello, hex
+  and go_9x9.
+
 One JSON row each: `{"block", "shape", "ours_us", "peer_us", "ratio"}` (`ratio` = peer / ours,
-> 1: ours faster; microseconds per call, best of `--repeats`).
+> 1: ours faster; microseconds per call, best of `--repeats`); `draw` rows carry the game and
+`eager_ms`, `compiled_ms`, `ratio` (compiled / eager) and the game's `draw_eagerly`.
 
     python bench/micro.py [--batch 256] [--actions 65] [--nodes 64] [--repeats 20]
 """
@@ -25,7 +30,10 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pgx._src.visualizer import Visualizer
+
 from common import best_time, emit, machine
+from turbozero.gamespec import game_spec
 from turbozero.search import noise
 from turbozero.search.search import gather_rows
 
@@ -90,6 +98,29 @@ def main() -> None:
             "ratio": round(t_peer / t_ours, 2),
         }
     )
+
+    for game in ("backgammon", "othello", "hex", "go_9x9"):
+        env = turbozero.envs.make(game)
+        state = jax.tree.map(jnp.asarray, jax.jit(env.init)(jax.random.PRNGKey(0))[0])
+
+        def compiled(state=state):
+            return Visualizer(color_theme="light").get_dwg(states=state).tostring()
+
+        def eager(state=state):
+            with jax.disable_jit():
+                return Visualizer(color_theme="light").get_dwg(states=state).tostring()
+
+        times = {f: best_time(f, repeats=args.repeats) for f in (compiled, eager)}
+        emit(
+            {
+                "block": "draw",
+                "game": game,
+                "eager_ms": round(times[eager] * 1e3, 2),
+                "compiled_ms": round(times[compiled] * 1e3, 2),
+                "ratio": round(times[compiled] / times[eager], 2),
+                "draw_eagerly": game_spec(game).page.draw_eagerly,
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -115,8 +115,8 @@ class Page:
             counts sized to their boxes); None: drawn as is.
         draw_eagerly: draw a state (pgx's drawing) with JAX's compilation off. pgx's
             backgammon and othello drawings call `lax.cond` on the state, which compiles a new
-            program for every drawing (backgammon: 62 ms a drawing, 7.7 ms eagerly); drawings
-            without such calls only pay for it (hex: 78 ms, 260 ms eagerly).
+            program for every drawing (`bench/micro.py`: backgammon 63 ms a drawing, 7.5 ms
+            eagerly); drawings without such calls only pay for it (hex: 67 ms, 244 ms eagerly).
     """
 
     move_text: Callable[[Any, int], str] | None = None

@@ -20,7 +20,7 @@ from turbozero.envs import GAMES
 from turbozero.envs.jumanji import REWARDS
 from turbozero.gamespec import BRING_A_GAME, all_games, game_spec
 from turbozero.search.puct import FIRST_PLAY_VALUES, FPU_REDUCTION_MAX
-from turbozero.search.search import MAX_NODES
+from turbozero.search.search import MAX_NODES, max_simulations
 
 SELECTORS = ("puct", "muzero_puct", "gumbel")
 T = TypeVar("T")
@@ -389,7 +389,7 @@ class AlphaZeroConfig(EvalSettings, EpochSettings):
             # (0: the evaluation searches as self-play does)
             name = "eval_simulations" if sims else "search.num_simulations"
             sims = sims or self.search.num_simulations
-            high = (MAX_NODES - 1) // 2
+            high = max_simulations(chance=True)
             if sims > high:
                 raise ConfigError(
                     f"{name}={sims} is more than an evaluation's search tree holds in a game "

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from turbozero.arena.agents import Agent, AgentOutput, make_agent
 from turbozero.envs.core import Env
 from turbozero.search import Search, Selector, make_search, puct
-from turbozero.search.search import MAX_NODES
+from turbozero.search.search import max_simulations
 from turbozero.struct import pytree_bytes
 from turbozero.types import Array, EvalFn, Params, PRNGKey, PyTree
 from turbozero.validate import check_count, check_number
@@ -46,9 +46,9 @@ def nodes_for(env: Env, num_simulations: int) -> int:
 
 
 def check_simulations(env: Env, num_simulations: int) -> int:
-    """`num_simulations` checked against what a tree of `MAX_NODES` holds for `env`
+    """`num_simulations` checked against what a tree of `MAX_NODES` nodes holds for `env`
     (`nodes_for`: half as many in games with chance), named in the error."""
-    high = (MAX_NODES - 1) // (2 if env.chance is not None else 1)
+    high = max_simulations(env.chance is not None)
     return check_count("num_simulations", num_simulations, low=1, high=high)
 
 

@@ -103,6 +103,7 @@ __all__ = [
     "expand_with_chance",
     "init_roots",
     "make_search",
+    "max_simulations",
     "run_search",
     "select",
     "shard_search",
@@ -111,6 +112,14 @@ __all__ = [
 ]
 
 MAX_NODES = 2**24  # node indices are exact in the tree's float32 rows up to here
+
+
+def max_simulations(chance: bool) -> int:
+    """The most simulations a search whose tree holds one node a simulation and the root can
+    run within `MAX_NODES`; half as many in a game with chance nodes (a chance node and its
+    outcome's state a simulation)."""
+    return (MAX_NODES - 1) // (2 if chance else 1)
+
 
 StateEvalFn = Callable[[Params, PyTree, PRNGKey], tuple[Array, Array]]
 

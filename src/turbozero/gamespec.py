@@ -73,11 +73,8 @@ class Board:
             chance (None: none).
         line: `(rows, columns, k)` for games won by k marks in a row (the winning line drawn;
             `network.line_features` reads the open lines).
-        symmetry: `("square", side)` (the 8 symmetries of a square board),
-            `("horizontal", width)` (a mirror image), or a function of no arguments returning
-            the game's own augmentations (functions `(observation, policy [A], mask [A]) ->`
-            the same, for symmetries the two kinds do not describe, such as Hex's), for
-            augmentation; None: none used.
+        symmetry: `("square", side)` (the 8 symmetries of a square board) or
+            `("horizontal", width)` (a mirror image), for augmentation; None: none used.
         marks: what the first and the second player's marks look like on the drawing
             (pgx's `_x.color` 0 and 1), so the play page can say which are the human's; None:
             not said.
@@ -89,7 +86,7 @@ class Board:
     cells: Callable[[], list[Cell]] | None = None
     outcome_label: Callable[[int], str] | None = None
     line: tuple[int, int, int] | None = None
-    symmetry: tuple[str, int] | Callable[[], list[Any]] | None = None
+    symmetry: tuple[str, int] | None = None
     marks: tuple[str, str] | None = None
     coordinates: bool = False
 

@@ -139,8 +139,6 @@ def augmentations(env: Env):
     board = None if spec is None else spec.board
     if board is None or board.symmetry is None:
         return []
-    if callable(board.symmetry):
-        return list(board.symmetry())
     kind, size = board.symmetry
     return square_symmetries(size) if kind == "square" else [horizontal_flip(size)]
 

@@ -432,3 +432,21 @@ def test_bench_td_measures_the_learner_against_rating_every_listed_play():
     assert row["turns_per_s"] > 0 and row["rate_all_turns_per_s"] > 0
     ratio = row["rate_all_turns_per_s"] / row["turns_per_s"]
     assert row["speedup"] == pytest.approx(1 / ratio, rel=0.05)
+
+
+def test_the_colours_bench_counts_every_game_once_for_the_first_mover():
+    """`bench/colours.py`: each kind's row counts each game once, from the first mover's side,
+    with the score inside its interval; a kind it does not know is refused."""
+    proc, rows = bench(
+        "colours", "--game", "tic_tac_toe", "--agents", "random,mcts:4", "--games", 20
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [r for r in rows if "agent" in r]
+    assert [r["agent"] for r in rows] == ["random", "mcts:4"]
+    for r in rows:
+        assert r["first_wins"] + r["first_draws"] + r["first_losses"] == 20
+        low, high = r["first_score_ci95"]
+        assert low <= r["first_score"] <= high
+        assert r["first_score"] == (r["first_wins"] + 0.5 * r["first_draws"]) / 20
+    proc, _ = bench("colours", "--game", "tic_tac_toe", "--agents", "greedy", "--games", 2)
+    assert proc.returncode != 0 and "is not random or mcts:N" in proc.stderr

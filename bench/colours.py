@@ -1,10 +1,11 @@
 """Which seat a game favours between two copies of the same agent (issue 85: hex's first mover).
 
-An agent plays an identical copy of itself (`random` or rollout `mcts:N`), each moving first in
-half the games, after the same random opening moves as `turbozero eval` (default 2). What is
-measured is the first mover's score, which for equal agents is the seat's advantage alone: on
-hex, a trained network went 0-100 moving first against `mcts:100` and won 18-45 of 100 moving
-second, and this says how much of that the seat explains.
+An agent plays an identical copy of itself (an opponent name as `eval --vs` takes it: `random`,
+rollout `mcts:N`, ...), each moving first in half the games, after the same random opening
+moves as `turbozero eval` (default 2). What is measured is the first mover's score, which for
+equal agents is the seat's advantage alone: on hex, a trained network went 0-100 moving first
+against `mcts:100` and won 18-45 of 100 moving second, and this says how much of that the seat
+explains.
 
 One JSON row per opponent kind: `{"game", "agent", "games", "opening_moves", "first_wins",
 "first_draws", "first_losses", "first_score", "first_score_ci95", "mean_length", "seconds"}`.
@@ -29,24 +30,14 @@ import jax
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, machine
 from turbozero import envs
-from turbozero.arena import rollout_mcts_agent
-from turbozero.arena.agents import random_agent
 from turbozero.arena.match import play_match, wilson_interval
-
-
-def agent(env, kind: str, name: str):
-    """`random` or `mcts:N` (rollout MCTS with N simulations), named `name`."""
-    if kind == "random":
-        return random_agent(env, name=name)
-    if kind.startswith("mcts:"):
-        return rollout_mcts_agent(env, num_simulations=int(kind[5:]), name=name)
-    raise SystemExit(f"--agents: {kind!r} is not random or mcts:N")
+from turbozero.arena.opponents import make_opponent
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--game", default="hex")
-    p.add_argument("--agents", default="random,mcts:100", help="comma-separated kinds")
+    p.add_argument("--agents", default="random,mcts:100", help="comma-separated opponent names")
     p.add_argument("--games", type=int, default=40, help="even: half with each copy first")
     p.add_argument("--opening-moves", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
@@ -54,11 +45,15 @@ def main() -> None:
     env = envs.make(args.game)
     emit({"machine": machine()})
     for kind in args.agents.split(","):
+        try:
+            a, b = make_opponent(env, kind), make_opponent(env, kind)
+        except ValueError as err:
+            raise SystemExit(f"--agents: {err}") from None
         start = time.perf_counter()
         result = play_match(
             env,
-            agent(env, kind, "a"),
-            agent(env, kind, "b"),
+            a,
+            b,
             jax.random.PRNGKey(args.seed),
             num_games=args.games,
             opening_moves=args.opening_moves,

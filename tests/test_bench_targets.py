@@ -449,4 +449,4 @@ def test_the_colours_bench_counts_every_game_once_for_the_first_mover():
         assert low <= r["first_score"] <= high
         assert r["first_score"] == (r["first_wins"] + 0.5 * r["first_draws"]) / 20
     proc, _ = bench("colours", "--game", "tic_tac_toe", "--agents", "greedy", "--games", 2)
-    assert proc.returncode != 0 and "is not random or mcts:N" in proc.stderr
+    assert proc.returncode != 0 and "'greedy' is not one of" in proc.stderr

@@ -163,6 +163,20 @@ def test_search_agents_refuse_more_simulations_than_a_tree_holds_in_a_game_with_
         rollout_mcts_agent(game, num_simulations=half + 1)
 
 
+def test_rollout_mcts_breaks_ties_between_equal_moves_at_random(tic_tac_toe):
+    """With a uniform prior every unvisited move scores the same; the rollout agent must not try
+    them in the game's numbering (on hex, `mcts:100` played four moves in five on the top row).
+    From the empty board with two simulations, the first index rule picks move 0 in every game."""
+    from turbozero.arena import rollout_mcts_agent
+
+    agent = rollout_mcts_agent(tic_tac_toe, num_simulations=2)
+    state, _ = jax.vmap(tic_tac_toe.init)(jax.random.split(jax.random.PRNGKey(0), 64))
+    moves = np.asarray(agent.act(state, jax.random.PRNGKey(1)))
+    counts = np.bincount(moves, minlength=9)
+    assert (counts > 0).sum() >= 7, counts  # every cell about 7 times in 64
+    assert counts.max() <= 20, counts
+
+
 def test_one_masked_softmax_decides_the_rows_without_weight_for_search_and_agents():
     import jax.numpy as jnp
     import numpy as np

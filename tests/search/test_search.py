@@ -365,6 +365,41 @@ def test_illegal_actions_never_chosen_even_without_visits(tic_tac_toe):
     assert weights.tolist() == [[0.0, 0.25, 0.75, 0.0]] and greedy.tolist() == [2]
 
 
+def test_the_most_visited_move_breaks_ties_by_the_prior_then_the_first_index():
+    """Rollout search whose tried moves all lost once has many children at one visit: the move
+    played is the likeliest of them, not the lowest-numbered (which biased `mcts:N` on hex)."""
+    from turbozero.search.forced import pruned_visit_policy
+    from turbozero.search.selector import NodeView, most_visited, visit_policy
+
+    def root(visits, probs, mask=(True, True, True, True, True)):
+        B = len(visits)
+        return NodeView(
+            prior_logits=jnp.log(jnp.array(probs)),
+            prior_probs=jnp.array(probs),
+            mask=jnp.array([mask] * B),
+            child_visits=jnp.array(visits, jnp.int32),
+            child_q=jnp.zeros((B, 5)),
+            node_visits=jnp.ones((B,), jnp.int32),
+            node_value=jnp.zeros((B,)),
+            raw_value=jnp.zeros((B,)),
+        )
+
+    flat = [0.2] * 5
+    view = root(
+        [[1, 1, 1, 0, 1], [1, 3, 1, 3, 0], [2, 2, 2, 2, 2]],
+        [[0.1, 0.2, 0.1, 0.5, 0.1], [0.1, 0.1, 0.1, 0.6, 0.1], flat],
+    )
+    # the likeliest among the most visited (not the likeliest unvisited); equal priors: the first
+    assert most_visited(view).tolist() == [1, 3, 0]
+    assert visit_policy(view)[1].tolist() == [1, 3, 0]
+    assert pruned_visit_policy(view, view.prior_probs, view.child_q, lambda v, p: p, 1.0)[
+        1
+    ].tolist() == [1, 3, 0]
+    # an illegal child is never the answer, however visited or likely
+    illegal = root([[0, 5, 1, 1, 0]], [[0.1, 0.6, 0.1, 0.1, 0.1]], (True, False, True, True, True))
+    assert most_visited(illegal).tolist() == [2]
+
+
 @pytest.mark.parametrize("name", ["puct", "muzero_puct"])
 def test_a_network_giving_nan_values_never_makes_the_search_step_an_illegal_move(tic_tac_toe, name):
     from turbozero.search.tree import ILLEGAL

@@ -93,11 +93,30 @@ def alphazero_agent(
     return make_agent(SearchPolicy(search, temperature), params, name=name)
 
 
+#: spread of the rollout agent's prior logits: enough to order tied moves, far too little to
+#: move a choice between moves whose values differ
+TIE_BREAK_LOGITS = 1e-3
+
+
 def rollout_value_fn(env: Env, *, max_rollout_steps: int = 512):
-    """`state_eval_fn` valuing each state by one uniformly random playout (uniform prior)."""
+    """`state_eval_fn` valuing each state by one uniformly random playout, with a uniform prior
+    whose ties are broken at random.
+
+    The prior logits are uniform noise of spread `TIE_BREAK_LOGITS`, drawn afresh for each node.
+    With an exactly uniform prior every unvisited move scores the same, and the search's
+    first-index tie rule would try the moves in the game's numbering: on hex, `mcts:100` then
+    played four moves in five on the top row (issue 85). mctx adds 1e-7 noise to its selection
+    scores and OpenSpiel's rollout MCTS shuffles the moves for the same reason.
+
+    Returns:
+        `evaluate(params, states [B], key) -> (prior_logits [B, A], value [B])`, the value the
+        playout's total reward for the player to move in `states`.
+    """
 
     def evaluate(params: Params, states: PyTree, key: PRNGKey) -> tuple[Array, Array]:
         B = jax.tree_util.tree_leaves(states)[0].shape[0]
+        key, k_prior = jax.random.split(key)
+        prior = TIE_BREAK_LOGITS * jax.random.uniform(k_prior, (B, env.num_actions))
         md = jax.vmap(env.metadata)(states)
         mover = md.cur_player_id
 
@@ -124,7 +143,7 @@ def rollout_value_fn(env: Env, *, max_rollout_steps: int = 512):
         total0 = jnp.zeros((B, env.num_players), jnp.float32)
         _, _, total, _, _ = jax.lax.while_loop(cond, body, (states, md, total0, key, 0))
         value = total[jnp.arange(B), mover]
-        return jnp.zeros((B, env.num_actions), jnp.float32), value
+        return prior, value
 
     return evaluate
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import jax.numpy as jnp
 
-from turbozero.search.selector import NodeView, masked_argmax
+from turbozero.search.selector import NodeView, most_visited
 from turbozero.types import Array
 
 #: added to a forced child's score at the root: above any PUCT score of a bounded value
@@ -55,7 +55,7 @@ def pruned_visit_policy(
         where no child was visited), and the most visited child.
     """
     visits = jnp.where(root.mask, root.child_visits, 0).astype(jnp.float32)
-    best = masked_argmax(visits, root.mask)
+    best = most_visited(root)
     is_best = jnp.arange(visits.shape[-1])[None, :] == best[:, None]
     numerator = explore(root, priors)
     score = q + numerator / (1.0 + visits)

@@ -150,4 +150,13 @@ def visit_policy(root: NodeView) -> tuple[Array, Array]:
     visits = jnp.where(root.mask, root.child_visits, 0).astype(jnp.float32)
     total = jnp.sum(visits, axis=-1, keepdims=True)
     weights = jnp.where(total > 0, visits / jnp.maximum(total, 1.0), root.prior_probs)
-    return weights, masked_argmax(weights, root.mask)
+    return weights, most_visited(root)
+
+
+def most_visited(root: NodeView) -> Array:
+    """`[B]` the legal child with the most visits; among equals the one with the highest prior,
+    then the first. (With the first index alone, a rollout search whose tried moves all lost
+    once, each with one visit, played the lowest-numbered of them.)"""
+    visits = jnp.where(root.mask, root.child_visits, -1)
+    top = visits == jnp.max(visits, axis=-1, keepdims=True)
+    return masked_argmax(root.prior_probs, root.mask & top)

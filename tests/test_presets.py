@@ -493,7 +493,12 @@ def test_a_preset_of_ones_own_is_data_or_a_function():
     from turbozero.config import register_preset
 
     try:
-        hex_again = {"env": "hex", "max_episode_steps": 122}
+        hex_again = {
+            "env": "hex",
+            "max_episode_steps": 122,
+            "train_steps_per_epoch": 8,
+            "eval_share": 0.1,
+        }
         register_preset("mine", "mine", algorithm="alphazero", base="board", settings=hex_again)
         register_preset("mine_fn", "mine", algorithm="alphazero")(lambda: AlphaZeroConfig())
         register_preset("mine_bad", "mine", algorithm="alphazero", base="bord", settings={})

@@ -109,8 +109,8 @@ def rollout_value_fn(env: Env, *, max_rollout_steps: int = 512):
     scores and OpenSpiel's rollout MCTS shuffles the moves for the same reason.
 
     Returns:
-        `evaluate(params, states [B], key) -> (prior_logits [B, A], value [B])`, the value the
-        playout's total reward for the player to move in `states`.
+        `evaluate(params, states [B], key) -> (prior_logits [B, A], value [B])`; a value is
+        the playout's total reward for the player to move in its state.
     """
 
     def evaluate(params: Params, states: PyTree, key: PRNGKey) -> tuple[Array, Array]:

@@ -3,9 +3,8 @@
 An agent plays an identical copy of itself (an opponent name as `eval --vs` takes it: `random`,
 rollout `mcts:N`, ...), each moving first in half the games, after the same random opening
 moves as `turbozero eval` (default 2). What is measured is the first mover's score, which for
-equal agents is the seat's advantage alone: on hex, a trained network went 0-100 moving first
-against `mcts:100` and won 18-45 of 100 moving second, and this says how much of that the seat
-explains.
+equal agents is the seat's advantage alone (on hex it showed that rollout MCTS, before it broke
+ties at random, favoured the second mover: 0.25 for the first at 100 simulations, 0.40 since).
 
 One JSON row per opponent kind: `{"game", "agent", "games", "opening_moves", "first_wins",
 "first_draws", "first_losses", "first_score", "first_score_ci95", "mean_length", "seconds"}`.
